@@ -1,0 +1,30 @@
+"""Discovery (§10.2, §11): capabilities, providers and types."""
+
+from aws_lambda_powertools.event_handler import Response
+
+from uhp_memories.api import schemas
+from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
+from uhp_memories.domain import capabilities
+
+app = make_resolver()
+
+
+@app.get("/v1/capabilities", summary="What this server implements", tags=["discovery"])
+def handle_capabilities() -> Response[schemas.CapabilitiesOut]:
+    caller_of(app)
+    return respond(schemas.CapabilitiesOut(capabilities=capabilities.server_capabilities()))
+
+
+@app.get("/v1/memories/providers", summary="The providers and their capability documents", tags=["discovery"])
+def handle_providers() -> Response[schemas.ProviderList]:
+    caller_of(app)
+    return respond(schemas.ProviderList(data=[capabilities.native_provider()]))
+
+
+@app.get("/v1/memories/types", summary="The record types this server understands", tags=["discovery"])
+def handle_types() -> Response[schemas.TypeList]:
+    caller_of(app)
+    return respond(schemas.TypeList(data=capabilities.core_types()))
+
+
+lambda_handler = make_handler(app)

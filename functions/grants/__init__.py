@@ -1,0 +1,1 @@
+"""The grants function."""

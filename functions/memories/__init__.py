@@ -1,0 +1,1 @@
+"""The memories function."""

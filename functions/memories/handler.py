@@ -1,0 +1,52 @@
+"""Memories (§2): the tree. One Lambda for /v1/memories and /v1/memories/{memory_id}."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from uhp_memories import bootstrap
+from uhp_memories.api import presenters, schemas
+from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
+
+app = make_resolver()
+
+
+@app.post("/v1/memories", summary="Create a memory", tags=["memories"])
+def handle_create_memory(body: schemas.MemoryCreate) -> Response[schemas.MemoryOut]:
+    view = bootstrap.container().memories.create(caller_of(app), **body.model_dump())
+    return respond(presenters.memory(view), 201)
+
+
+@app.get("/v1/memories", summary="List entry points, one level, or every readable descendant", tags=["memories"])
+def handle_list_memories(
+    parent: Annotated[str | None, Query(description="the memory whose direct children to list")] = None,
+    ancestor: Annotated[str | None, Query(description="list every descendant of this memory")] = None,
+    limit: Annotated[int | None, Query(description="1 to 100, default 20")] = None,
+    cursor: Annotated[str | None, Query()] = None,
+) -> Response[schemas.MemoryList]:
+    page = bootstrap.container().memories.list(
+        caller_of(app), parent=parent, ancestor=ancestor, limit=limit, cursor=cursor
+    )
+    return respond(presenters.memory_page(page))
+
+
+@app.get("/v1/memories/<memory_id>", summary="Get a memory", tags=["memories"])
+def handle_get_memory(memory_id: str) -> Response[schemas.MemoryOut]:
+    return respond(presenters.memory(bootstrap.container().memories.get(caller_of(app), memory_id)))
+
+
+@app.put("/v1/memories/<memory_id>", summary="Rename, describe, restrict or move a memory", tags=["memories"])
+def handle_update_memory(memory_id: str, body: schemas.MemoryUpdate) -> Response[schemas.MemoryOut]:
+    changes = {field: getattr(body, field) for field in body.model_fields_set}
+    view = bootstrap.container().memories.update(caller_of(app), memory_id, changes)
+    return respond(presenters.memory(view))
+
+
+@app.delete("/v1/memories/<memory_id>", summary="Delete a memory, its records and its descendants", tags=["memories"])
+def handle_delete_memory(memory_id: str) -> Response[schemas.Deleted]:
+    bootstrap.container().memories.delete(caller_of(app), memory_id)
+    return respond(schemas.Deleted(id=memory_id, object="memory"))
+
+
+lambda_handler = make_handler(app)

@@ -1,0 +1,1 @@
+"""The observe function."""

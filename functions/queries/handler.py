@@ -1,0 +1,7 @@
+"""The queries function: named and free queries is not implemented yet, so every route answers memory_unsupported."""
+
+from uhp_memories.api.app import make_handler
+from uhp_memories.api.unsupported import unsupported_resolver
+
+app = unsupported_resolver("queries", "named and free queries")
+lambda_handler = make_handler(app)

@@ -1,0 +1,120 @@
+"""Records (§4, §5): remember, list, get, revise, forget, history."""
+
+import json
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from uhp_memories import bootstrap
+from uhp_memories.api import presenters, schemas
+from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
+from uhp_memories.domain.errors import MemoryInvalid
+from uhp_memories.domain.records import RecordInput
+from uhp_memories.domain.timefmt import parse_instant
+
+app = make_resolver()
+
+
+def _validity(time: schemas.TimeIn | None) -> dict[str, str | None]:
+    if time is None:
+        return {}
+    return {
+        field: (parse_instant(value, f"time.{field}") if value else None)
+        for field, value in ((f, getattr(time, f)) for f in time.model_fields_set)
+    }
+
+
+def _references(refs: list[schemas.ReferenceIn]) -> tuple[dict[str, str], ...]:
+    return tuple(ref.model_dump() for ref in refs)
+
+
+@app.post("/v1/memories/<memory_id>/records", summary="Remember: write one record as stated", tags=["records"])
+def handle_remember(memory_id: str, body: schemas.RecordCreate) -> Response[schemas.RecordOut]:
+    validity = _validity(body.time)
+    given = RecordInput(
+        type=body.type,
+        content=body.content,
+        attributes=body.attributes,
+        valid_from=validity.get("valid_from"),
+        valid_to=validity.get("valid_to"),
+        references=_references(body.references),
+    )
+    view = bootstrap.container().records.remember(caller_of(app), memory_id, given)
+    return respond(presenters.record(view), 201)
+
+
+@app.get("/v1/memories/<memory_id>/records", summary="List records; filters; as_of", tags=["records"])
+def handle_list_records(
+    memory_id: str,
+    types: Annotated[str | None, Query(description="comma-separated record types")] = None,
+    filters: Annotated[str | None, Query(description="a filter as JSON, as in recall")] = None,
+    include: Annotated[str, Query(description="active (default) or all")] = "active",
+    as_of: Annotated[str | None, Query(description="an RFC 3339 time or a snapshot name")] = None,
+    limit: Annotated[int | None, Query(description="1 to 100, default 20")] = None,
+    cursor: Annotated[str | None, Query()] = None,
+) -> Response[schemas.RecordList]:
+    parsed_filters: Any = None
+    if filters is not None:
+        try:
+            parsed_filters = json.loads(filters)
+        except ValueError:
+            raise MemoryInvalid("filters must be a JSON object") from None
+    page = bootstrap.container().records.list(
+        caller_of(app),
+        memory_id,
+        types=[t for t in (types or "").split(",") if t] or None,
+        filters=parsed_filters,
+        include=include,
+        as_of=as_of,
+        limit=limit,
+        cursor=cursor,
+    )
+    return respond(presenters.record_page(page))
+
+
+@app.get("/v1/memories/<memory_id>/records/<record_id>", summary="Get one record; as_of", tags=["records"])
+def handle_get_record(
+    memory_id: str,
+    record_id: str,
+    as_of: Annotated[str | None, Query(description="an RFC 3339 time or a snapshot name")] = None,
+) -> Response[schemas.RecordOut]:
+    view = bootstrap.container().records.get(caller_of(app), memory_id, record_id, as_of)
+    return respond(presenters.record(view))
+
+
+@app.patch("/v1/memories/<memory_id>/records/<record_id>", summary="Revise: append a version", tags=["records"])
+def handle_revise_record(memory_id: str, record_id: str, body: schemas.RecordRevise) -> Response[schemas.RecordOut]:
+    changes: dict[str, Any] = {}
+    for field in body.model_fields_set - {"time", "references"}:
+        value = getattr(body, field)
+        if value is None:
+            raise MemoryInvalid(f"{field} cannot be null")
+        changes[field] = value
+    changes.update(_validity(body.time))
+    if "references" in body.model_fields_set:
+        changes["references"] = _references(body.references or [])
+    view = bootstrap.container().records.revise(caller_of(app), memory_id, record_id, changes)
+    return respond(presenters.record(view))
+
+
+@app.delete("/v1/memories/<memory_id>/records/<record_id>", summary="Forget: close a record", tags=["records"])
+def handle_forget_record(memory_id: str, record_id: str) -> Response[schemas.RecordOut]:
+    view = bootstrap.container().records.forget(caller_of(app), memory_id, record_id)
+    return respond(presenters.record(view))
+
+
+@app.get(
+    "/v1/memories/<memory_id>/records/<record_id>/history", summary="Every version of a record", tags=["records"]
+)
+def handle_record_history(
+    memory_id: str,
+    record_id: str,
+    limit: Annotated[int | None, Query(description="1 to 100, default 20")] = None,
+    cursor: Annotated[str | None, Query()] = None,
+) -> Response[schemas.RecordList]:
+    page = bootstrap.container().records.history(caller_of(app), memory_id, record_id, limit, cursor)
+    return respond(presenters.record_page(page))
+
+
+lambda_handler = make_handler(app)

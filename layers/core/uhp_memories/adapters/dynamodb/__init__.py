@@ -1,0 +1,1 @@
+"""DynamoDB adapters: the source of truth for the tree, grants, record versions, snapshots and keys."""

@@ -1,0 +1,194 @@
+"""Persistence items: domain entities to DynamoDB items and back, validated on read.
+
+Record payloads (content, attributes, references, writer) are kept as one JSON string: DynamoDB's
+number type cannot hold every JSON number, and nothing queries inside them (filters run after the
+key conditions, and recall uses the search index)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from uhp_memories.adapters.dynamodb import keys
+from uhp_memories.domain.models import Grant, Memory, RecordVersion, Snapshot
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def to_dynamo(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _serializer.serialize(v) for k, v in item.items() if v is not None}
+
+
+def from_dynamo(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _plain(_deserializer.deserialize(v)) for k, v in item.items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def memory_item(memory: Memory) -> dict[str, Any]:
+    return {
+        "PK": keys.memory_pk(memory.tenant, memory.id),
+        "SK": keys.META_SK,
+        "entity": "memory",
+        "tenant": memory.tenant,
+        "id": memory.id,
+        "name": memory.name,
+        "description": memory.description,
+        "parent_id": memory.parent_id,
+        "restricted": memory.restricted,
+        "provider": memory.provider,
+        "created_by": memory.created_by,
+        "created_at": memory.created_at,
+        "updated_at": memory.updated_at,
+        "record_count": memory.record_count,
+        "deleting": memory.deleting,
+        "GSI1PK": keys.children_pk(memory.tenant, memory.parent_id),
+        "GSI1SK": keys.children_sk(memory.created_at, memory.id),
+    }
+
+
+def memory_from(item: Mapping[str, Any]) -> Memory:
+    return Memory(
+        tenant=str(item["tenant"]),
+        id=str(item["id"]),
+        name=str(item["name"]),
+        description=str(item.get("description", "")),
+        parent_id=item.get("parent_id"),
+        restricted=bool(item.get("restricted", False)),
+        provider=str(item["provider"]),
+        created_by=str(item["created_by"]),
+        created_at=int(item["created_at"]),
+        updated_at=int(item["updated_at"]),
+        record_count=int(item.get("record_count", 0)),
+        deleting=bool(item.get("deleting", False)),
+    )
+
+
+def grant_item(grant: Grant) -> dict[str, Any]:
+    return {
+        "PK": keys.memory_pk(grant.tenant, grant.memory_id),
+        "SK": keys.grant_sk(grant.id),
+        "entity": "grant",
+        "tenant": grant.tenant,
+        "id": grant.id,
+        "memory_id": grant.memory_id,
+        "principal": grant.principal,
+        "privileges": list(grant.privileges),
+        "created_at": grant.created_at,
+        "created_by": grant.created_by,
+        "implicit": grant.implicit,
+        "GSI2PK": keys.principal_pk(grant.tenant, grant.principal),
+        "GSI2SK": keys.principal_sk(grant.memory_id, grant.id),
+    }
+
+
+def grant_from(item: Mapping[str, Any]) -> Grant:
+    return Grant(
+        tenant=str(item["tenant"]),
+        id=str(item["id"]),
+        memory_id=str(item["memory_id"]),
+        principal=str(item["principal"]),
+        privileges=tuple(item["privileges"]),
+        created_at=int(item["created_at"]),
+        created_by=str(item["created_by"]),
+        implicit=bool(item.get("implicit", False)),
+    )
+
+
+def record_item(record: RecordVersion) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "PK": keys.memory_pk(record.tenant, record.memory_id),
+        "SK": keys.record_sk(record.id),
+        "entity": "record",
+        "tenant": record.tenant,
+        "id": record.id,
+        "memory_id": record.memory_id,
+        "chain_id": record.chain_id,
+        "version": record.version,
+        "type": record.type,
+        "status": record.status,
+        "supersedes": record.supersedes,
+        "superseded_by": record.superseded_by,
+        "valid_from": record.valid_from,
+        "valid_to": record.valid_to,
+        "written_at": record.written_at,
+        "invalidated_at": record.invalidated_at,
+        "body": json.dumps(
+            {
+                "content": record.content,
+                "attributes": record.attributes,
+                "references": list(record.references),
+                "written_by": record.written_by,
+            },
+            separators=(",", ":"),
+        ),
+        "GSI3PK": keys.chain_pk(record.tenant, record.chain_id),
+        "GSI3SK": keys.chain_sk(record.version),
+        "GSI4PK": keys.timeline_pk(record.tenant, record.memory_id),
+        "GSI4SK": keys.time_sk(record.written_at, record.id),
+    }
+    if record.is_current and record.status == "active":
+        item["GSI5PK"] = keys.active_pk(record.tenant, record.memory_id)
+        item["GSI5SK"] = keys.time_sk(record.written_at, record.id)
+    return item
+
+
+def record_from(item: Mapping[str, Any]) -> RecordVersion:
+    body = json.loads(item["body"])
+    return RecordVersion(
+        tenant=str(item["tenant"]),
+        memory_id=str(item["memory_id"]),
+        id=str(item["id"]),
+        chain_id=str(item["chain_id"]),
+        version=int(item["version"]),
+        type=str(item["type"]),
+        content=body["content"],
+        attributes=body["attributes"],
+        status=str(item["status"]),
+        supersedes=item.get("supersedes"),
+        superseded_by=item.get("superseded_by"),
+        valid_from=item.get("valid_from"),
+        valid_to=item.get("valid_to"),
+        written_at=str(item["written_at"]),
+        invalidated_at=item.get("invalidated_at"),
+        written_by=body["written_by"],
+        references=tuple(body.get("references", [])),
+    )
+
+
+def snapshot_item(snapshot: Snapshot) -> dict[str, Any]:
+    return {
+        "PK": keys.memory_pk(snapshot.tenant, snapshot.memory_id),
+        "SK": keys.snapshot_sk(snapshot.name),
+        "entity": "snapshot",
+        "tenant": snapshot.tenant,
+        "memory_id": snapshot.memory_id,
+        "id": snapshot.id,
+        "name": snapshot.name,
+        "message": snapshot.message,
+        "time": snapshot.time,
+        "created_by": snapshot.created_by,
+    }
+
+
+def snapshot_from(item: Mapping[str, Any]) -> Snapshot:
+    return Snapshot(
+        tenant=str(item["tenant"]),
+        memory_id=str(item["memory_id"]),
+        id=str(item["id"]),
+        name=str(item["name"]),
+        message=str(item.get("message", "")),
+        time=str(item["time"]),
+        created_by=str(item["created_by"]),
+    )

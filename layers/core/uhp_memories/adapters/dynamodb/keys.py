@@ -1,0 +1,58 @@
+"""Every DynamoDB key this project builds, in one place. Every key starts with the tenant."""
+
+from __future__ import annotations
+
+
+def memory_pk(tenant: str, memory_id: str) -> str:
+    return f"T#{tenant}#M#{memory_id}"
+
+
+META_SK = "META"
+
+
+def children_pk(tenant: str, parent_id: str | None) -> str:
+    return f"T#{tenant}#P#{parent_id or 'ROOT'}"
+
+
+def children_sk(created_at: int, memory_id: str) -> str:
+    return f"{created_at:015d}#{memory_id}"
+
+
+def grant_sk(grant_id: str) -> str:
+    return f"G#{grant_id}"
+
+
+def principal_pk(tenant: str, principal: str) -> str:
+    return f"T#{tenant}#PR#{principal}"
+
+
+def principal_sk(memory_id: str, grant_id: str) -> str:
+    return f"M#{memory_id}#G#{grant_id}"
+
+
+def record_sk(record_id: str) -> str:
+    return f"R#{record_id}"
+
+
+def chain_pk(tenant: str, chain_id: str) -> str:
+    return f"T#{tenant}#C#{chain_id}"
+
+
+def chain_sk(version: int) -> str:
+    return f"V#{version:08d}"
+
+
+def timeline_pk(tenant: str, memory_id: str) -> str:
+    return f"T#{tenant}#M#{memory_id}#V"
+
+
+def active_pk(tenant: str, memory_id: str) -> str:
+    return f"T#{tenant}#M#{memory_id}#A"
+
+
+def time_sk(written_at: str, record_id: str) -> str:
+    return f"{written_at}#{record_id}"
+
+
+def snapshot_sk(name: str) -> str:
+    return f"S#{name}"

@@ -1,0 +1,157 @@
+"""Record versions, chains and snapshots on DynamoDB. A revision is one transaction: close the old
+version (on condition that it is still current), put the new one, check the memory is live."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from uhp_memories.adapters.dynamodb import keys
+from uhp_memories.adapters.dynamodb.items import record_from, record_item, snapshot_from, snapshot_item
+from uhp_memories.adapters.dynamodb.schema import ACTIVE_INDEX, CHAIN_INDEX, TIMELINE_INDEX
+from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, DynamoTable
+from uhp_memories.domain.errors import AlreadyExists, StaleVersion, TreeChanged
+from uhp_memories.domain.models import RecordVersion, Snapshot
+
+# Still the version a change may act on: nothing superseded it and nobody forgot it.
+CURRENT_ACTIVE = "attribute_exists(PK) AND attribute_not_exists(superseded_by) AND #status = :active"
+SCAN_PAGE = 100
+
+
+class DynamoRecordRepository:
+    def __init__(self, table: DynamoTable) -> None:
+        self._table = table
+
+    def get(self, tenant: str, memory_id: str, record_id: str) -> RecordVersion | None:
+        item = self._table.get(keys.memory_pk(tenant, memory_id), keys.record_sk(record_id))
+        if not item or item.get("entity") != "record" or item.get("tenant") != tenant:
+            return None
+        return record_from(item)
+
+    def _count(self, record: RecordVersion, delta: int) -> dict:
+        return self._table.update_op(
+            keys.memory_pk(record.tenant, record.memory_id),
+            keys.META_SK,
+            "ADD record_count :delta",
+            condition=LIVE_MEMORY,
+            values={":delta": delta, ":false": False},
+        )
+
+    def append_first(self, record: RecordVersion) -> None:
+        try:
+            self._table.transact(
+                [self._table.put_op(record_item(record), "attribute_not_exists(PK)"), self._count(record, +1)]
+            )
+        except ConditionFailed:
+            raise TreeChanged(record.memory_id) from None
+
+    def _close_op(self, closed: RecordVersion) -> dict:
+        assignments = "SET #status = :status, invalidated_at = :at"
+        values: dict[str, object] = {":status": closed.status, ":at": closed.invalidated_at, ":active": "active"}
+        if closed.superseded_by:
+            assignments += ", superseded_by = :by"
+            values[":by"] = closed.superseded_by
+        return self._table.update_op(
+            keys.memory_pk(closed.tenant, closed.memory_id),
+            keys.record_sk(closed.id),
+            assignments + " REMOVE GSI5PK, GSI5SK",
+            condition=CURRENT_ACTIVE,
+            values=values,
+            names={"#status": "status"},
+        )
+
+    def append_revision(self, previous: RecordVersion, revision: RecordVersion) -> None:
+        operations = [
+            self._close_op(previous),
+            self._table.put_op(record_item(revision), "attribute_not_exists(PK)"),
+            self._table.check_op(
+                keys.memory_pk(revision.tenant, revision.memory_id), keys.META_SK, LIVE_MEMORY, {":false": False}
+            ),
+        ]
+        try:
+            self._table.transact(operations)
+        except ConditionFailed:
+            raise StaleVersion(previous.id) from None
+
+    def close(self, current: RecordVersion, closed: RecordVersion) -> None:
+        try:
+            self._table.transact([self._close_op(closed), self._count(closed, -1)])
+        except ConditionFailed:
+            raise StaleVersion(current.id) from None
+
+    def chain(self, tenant: str, chain_id: str) -> list[RecordVersion]:
+        items = self._table.query("GSI3PK = :pk", {":pk": keys.chain_pk(tenant, chain_id)}, index=CHAIN_INDEX.name)
+        return [record_from(item) for item in items if item.get("tenant") == tenant]
+
+    def scan_active(self, tenant: str, memory_id: str, after: str | None) -> Iterator[tuple[str, RecordVersion]]:
+        pk = keys.active_pk(tenant, memory_id)
+        start = self._start_key(tenant, memory_id, "GSI5", pk, after)
+        items = self._table.query(
+            "GSI5PK = :pk", {":pk": pk}, index=ACTIVE_INDEX.name, forward=False, start_key=start, page_size=SCAN_PAGE
+        )
+        for item in items:
+            yield item["GSI5SK"], record_from(item)
+
+    def scan_versions(
+        self, tenant: str, memory_id: str, after: str | None, written_up_to: str | None
+    ) -> Iterator[tuple[str, RecordVersion]]:
+        pk = keys.timeline_pk(tenant, memory_id)
+        condition, values = "GSI4PK = :pk", {":pk": pk}
+        if written_up_to is not None:
+            # Sort keys are "<written_at>#<id>"; '$' sorts just after '#', so this keeps every
+            # version written at or before the instant.
+            condition += " AND GSI4SK < :upper"
+            values[":upper"] = written_up_to + "$"
+        start = self._start_key(tenant, memory_id, "GSI4", pk, after)
+        items = self._table.query(
+            condition, values, index=TIMELINE_INDEX.name, forward=False, start_key=start, page_size=SCAN_PAGE
+        )
+        for item in items:
+            yield item["GSI4SK"], record_from(item)
+
+    @staticmethod
+    def _start_key(tenant: str, memory_id: str, index: str, pk: str, after: str | None) -> dict | None:
+        if after is None:
+            return None
+        record_id = after.rsplit("#", 1)[-1]
+        return {
+            "PK": keys.memory_pk(tenant, memory_id),
+            "SK": keys.record_sk(record_id),
+            f"{index}PK": pk,
+            f"{index}SK": after,
+        }
+
+    def put_snapshot(self, snapshot: Snapshot) -> None:
+        try:
+            self._table.transact(
+                [
+                    self._table.put_op(snapshot_item(snapshot), "attribute_not_exists(PK)"),
+                    self._table.check_op(
+                        keys.memory_pk(snapshot.tenant, snapshot.memory_id),
+                        keys.META_SK,
+                        LIVE_MEMORY,
+                        {":false": False},
+                    ),
+                ]
+            )
+        except ConditionFailed:
+            if self.get_snapshot(snapshot.tenant, snapshot.memory_id, snapshot.name) is not None:
+                raise AlreadyExists(snapshot.name) from None
+            raise TreeChanged(snapshot.memory_id) from None
+
+    def get_snapshot(self, tenant: str, memory_id: str, name: str) -> Snapshot | None:
+        item = self._table.get(keys.memory_pk(tenant, memory_id), keys.snapshot_sk(name))
+        return snapshot_from(item) if item and item.get("tenant") == tenant else None
+
+    def list_snapshots(self, tenant: str, memory_id: str) -> list[Snapshot]:
+        items = self._table.query(
+            "PK = :pk AND begins_with(SK, :s)", {":pk": keys.memory_pk(tenant, memory_id), ":s": "S#"}
+        )
+        return [snapshot_from(item) for item in items]
+
+    def purge_memory(self, tenant: str, memory_id: str) -> None:
+        pk = keys.memory_pk(tenant, memory_id)
+        doomed: list[tuple[str, str]] = []
+        for prefix in ("R#", "S#"):
+            items = self._table.query("PK = :pk AND begins_with(SK, :p)", {":pk": pk, ":p": prefix})
+            doomed.extend((item["PK"], item["SK"]) for item in items)
+        self._table.delete_many(doomed)

@@ -1,0 +1,156 @@
+"""A thin wrapper over one DynamoDB table: typed queries, paging and transactions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from uhp_memories.adapters.dynamodb.items import from_dynamo, to_dynamo
+
+TRANSACTION_MAX_ITEMS = 100
+
+
+class ConditionFailed(Exception):
+    """A conditional write (or one condition of a transaction) failed; nothing was written."""
+
+
+class DynamoTable:
+    def __init__(self, client: Any, table_name: str) -> None:
+        self.client = client
+        self.name = table_name
+
+    def get(self, pk: str, sk: str, consistent: bool = True) -> dict[str, Any] | None:
+        answer = self.client.get_item(
+            TableName=self.name, Key=to_dynamo({"PK": pk, "SK": sk}), ConsistentRead=consistent
+        )
+        item = answer.get("Item")
+        return from_dynamo(item) if item else None
+
+    def query(
+        self,
+        key_condition: str,
+        values: Mapping[str, Any],
+        *,
+        index: str | None = None,
+        forward: bool = True,
+        start_key: Mapping[str, Any] | None = None,
+        page_size: int | None = None,
+        names: Mapping[str, str] | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Every item matching, page by page, read lazily."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": key_condition,
+            "ExpressionAttributeValues": to_dynamo(values),
+            "ScanIndexForward": forward,
+        }
+        if index:
+            kwargs["IndexName"] = index
+        else:
+            kwargs["ConsistentRead"] = True
+        if names:
+            kwargs["ExpressionAttributeNames"] = dict(names)
+        if page_size:
+            kwargs["Limit"] = page_size
+        if start_key:
+            kwargs["ExclusiveStartKey"] = to_dynamo(start_key)
+        while True:
+            answer = self.client.query(**kwargs)
+            for item in answer.get("Items", []):
+                yield from_dynamo(item)
+            last = answer.get("LastEvaluatedKey")
+            if not last:
+                return
+            kwargs["ExclusiveStartKey"] = last
+
+    def transact(self, operations: Sequence[dict[str, Any]]) -> None:
+        """Run write operations as one transaction; ConditionFailed if any condition fails."""
+        if len(operations) > TRANSACTION_MAX_ITEMS:
+            raise ValueError("a transaction holds at most 100 items")
+        try:
+            self.client.transact_write_items(TransactItems=list(operations))
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "TransactionCanceledException":
+                reasons = error.response.get("CancellationReasons", [])
+                if any(r.get("Code") == "ConditionalCheckFailed" for r in reasons) or not reasons:
+                    raise ConditionFailed(str(error)) from None
+            raise
+
+    def put_op(self, item: Mapping[str, Any], condition: str | None = None) -> dict[str, Any]:
+        put: dict[str, Any] = {"TableName": self.name, "Item": to_dynamo(item)}
+        if condition:
+            put["ConditionExpression"] = condition
+        return {"Put": put}
+
+    def update_op(
+        self,
+        pk: str,
+        sk: str,
+        update: str,
+        *,
+        condition: str | None = None,
+        values: Mapping[str, Any] | None = None,
+        names: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        op: dict[str, Any] = {
+            "TableName": self.name,
+            "Key": to_dynamo({"PK": pk, "SK": sk}),
+            "UpdateExpression": update,
+        }
+        if condition:
+            op["ConditionExpression"] = condition
+        if values:
+            op["ExpressionAttributeValues"] = to_dynamo(values)
+        if names:
+            op["ExpressionAttributeNames"] = dict(names)
+        return {"Update": op}
+
+    def check_op(
+        self, pk: str, sk: str, condition: str, values: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        op: dict[str, Any] = {
+            "TableName": self.name,
+            "Key": to_dynamo({"PK": pk, "SK": sk}),
+            "ConditionExpression": condition,
+        }
+        if values:
+            op["ExpressionAttributeValues"] = to_dynamo(values)
+        return {"ConditionCheck": op}
+
+    def delete(self, pk: str, sk: str, condition: str | None = None) -> None:
+        kwargs: dict[str, Any] = {"TableName": self.name, "Key": to_dynamo({"PK": pk, "SK": sk})}
+        if condition:
+            kwargs["ConditionExpression"] = condition
+        try:
+            self.client.delete_item(**kwargs)
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise ConditionFailed(str(error)) from None
+            raise
+
+    def put(self, item: Mapping[str, Any], condition: str | None = None) -> None:
+        kwargs: dict[str, Any] = {"TableName": self.name, "Item": to_dynamo(item)}
+        if condition:
+            kwargs["ConditionExpression"] = condition
+        try:
+            self.client.put_item(**kwargs)
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise ConditionFailed(str(error)) from None
+            raise
+
+    def delete_many(self, keys: Sequence[tuple[str, str]]) -> None:
+        for start in range(0, len(keys), 25):
+            requests = [
+                {"DeleteRequest": {"Key": to_dynamo({"PK": pk, "SK": sk})}} for pk, sk in keys[start : start + 25]
+            ]
+            pending: dict[str, Any] = {self.name: requests}
+            while pending:
+                answer = self.client.batch_write_item(RequestItems=pending)
+                pending = answer.get("UnprocessedItems") or {}
+
+
+# A memory that exists and is not being deleted: the condition every write under it carries.
+LIVE_MEMORY = "attribute_exists(PK) AND deleting = :false"

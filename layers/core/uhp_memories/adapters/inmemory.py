@@ -1,0 +1,171 @@
+"""In-memory fakes of the repositories: the same contract as the DynamoDB adapters, for unit and
+property tests. Conditional writes behave as DynamoDB's do (a failed condition writes nothing)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from uhp_memories.domain.errors import AlreadyExists, StaleVersion, TreeChanged
+from uhp_memories.domain.models import Grant, Memory, RecordVersion, Snapshot
+
+
+class InMemoryMemoryRepository:
+    def __init__(self) -> None:
+        self.memories: dict[tuple[str, str], Memory] = {}
+        self.grants: dict[tuple[str, str], Grant] = {}
+        self.lock = threading.RLock()
+
+    def get(self, tenant: str, memory_id: str) -> Memory | None:
+        return self.memories.get((tenant, memory_id))
+
+    def children(self, tenant: str, parent_id: str) -> list[Memory]:
+        found = [m for (t, _), m in self.memories.items() if t == tenant and m.parent_id == parent_id]
+        return sorted(found, key=lambda m: (m.created_at, m.id))
+
+    def _live(self, tenant: str, memory_id: str | None) -> bool:
+        if memory_id is None:
+            return True
+        memory = self.memories.get((tenant, memory_id))
+        return memory is not None and not memory.deleting
+
+    def create(self, memory: Memory, creator_grant: Grant) -> None:
+        with self.lock:
+            if not self._live(memory.tenant, memory.parent_id):
+                raise TreeChanged(memory.parent_id)
+            self.memories[(memory.tenant, memory.id)] = memory
+            self.grants[(memory.tenant, creator_grant.id)] = creator_grant
+
+    def update(self, memory: Memory, expected_parent_id: str | None, parent_chain: Sequence[Memory]) -> None:
+        with self.lock:
+            stored = self.memories.get((memory.tenant, memory.id))
+            if stored is None or stored.deleting or stored.parent_id != expected_parent_id:
+                raise TreeChanged(memory.id)
+            for node in parent_chain:
+                now = self.memories.get((node.tenant, node.id))
+                if now is None or now.deleting or now.parent_id != node.parent_id:
+                    raise TreeChanged(node.id)
+            self.memories[(memory.tenant, memory.id)] = memory.evolve(record_count=stored.record_count)
+
+    def grants_of(self, tenant: str, principal_ids: Sequence[str]) -> list[Grant]:
+        wanted = set(principal_ids)
+        return [g for (t, _), g in self.grants.items() if t == tenant and g.principal in wanted]
+
+    def grants_on(self, tenant: str, memory_id: str) -> list[Grant]:
+        found = [g for (t, _), g in self.grants.items() if t == tenant and g.memory_id == memory_id]
+        return sorted(found, key=lambda g: (g.created_at, g.id))
+
+    def put_grant(self, grant: Grant) -> None:
+        with self.lock:
+            if not self._live(grant.tenant, grant.memory_id):
+                raise TreeChanged(grant.memory_id)
+            self.grants[(grant.tenant, grant.id)] = grant
+
+    def delete_grant(self, tenant: str, memory_id: str, grant_id: str) -> bool:
+        with self.lock:
+            grant = self.grants.get((tenant, grant_id))
+            if grant is None or grant.memory_id != memory_id:
+                return False
+            del self.grants[(tenant, grant_id)]
+            return True
+
+    def mark_deleting(self, tenant: str, memory_ids: Sequence[str]) -> None:
+        with self.lock:
+            for memory_id in memory_ids:
+                memory = self.memories.get((tenant, memory_id))
+                if memory is not None:
+                    self.memories[(tenant, memory_id)] = memory.evolve(deleting=True)
+
+    def purge(self, tenant: str, memory_id: str) -> None:
+        with self.lock:
+            self.memories.pop((tenant, memory_id), None)
+            for key in [k for k, g in self.grants.items() if k[0] == tenant and g.memory_id == memory_id]:
+                del self.grants[key]
+
+    def adjust_count(self, tenant: str, memory_id: str, delta: int) -> None:
+        memory = self.memories[(tenant, memory_id)]
+        self.memories[(tenant, memory_id)] = memory.evolve(record_count=memory.record_count + delta)
+
+
+@dataclass
+class InMemoryRecordRepository:
+    memories: InMemoryMemoryRepository
+
+    def __post_init__(self) -> None:
+        self.versions: dict[tuple[str, str, str], RecordVersion] = {}
+        self.snapshots: dict[tuple[str, str, str], Snapshot] = {}
+
+    def get(self, tenant: str, memory_id: str, record_id: str) -> RecordVersion | None:
+        return self.versions.get((tenant, memory_id, record_id))
+
+    def append_first(self, record: RecordVersion) -> None:
+        with self.memories.lock:
+            if not self.memories._live(record.tenant, record.memory_id):
+                raise TreeChanged(record.memory_id)
+            self.versions[(record.tenant, record.memory_id, record.id)] = record
+            self.memories.adjust_count(record.tenant, record.memory_id, +1)
+
+    def _check_current(self, version: RecordVersion) -> None:
+        stored = self.versions.get((version.tenant, version.memory_id, version.id))
+        if stored is None or stored.superseded_by is not None or stored.status != "active":
+            raise StaleVersion(version.id)
+        if not self.memories._live(version.tenant, version.memory_id):
+            raise StaleVersion(version.id)
+
+    def append_revision(self, previous: RecordVersion, revision: RecordVersion) -> None:
+        with self.memories.lock:
+            self._check_current(previous)
+            self.versions[(previous.tenant, previous.memory_id, previous.id)] = previous
+            self.versions[(revision.tenant, revision.memory_id, revision.id)] = revision
+
+    def close(self, current: RecordVersion, closed: RecordVersion) -> None:
+        with self.memories.lock:
+            self._check_current(current)
+            self.versions[(closed.tenant, closed.memory_id, closed.id)] = closed
+            self.memories.adjust_count(closed.tenant, closed.memory_id, -1)
+
+    def chain(self, tenant: str, chain_id: str) -> list[RecordVersion]:
+        found = [v for (t, _, _), v in self.versions.items() if t == tenant and v.chain_id == chain_id]
+        return sorted(found, key=lambda v: v.version)
+
+    def _newest_first(self, tenant: str, memory_id: str) -> list[tuple[str, RecordVersion]]:
+        found = [v for (t, m, _), v in self.versions.items() if t == tenant and m == memory_id]
+        return sorted(((f"{v.written_at}#{v.id}", v) for v in found), key=lambda p: p[0], reverse=True)
+
+    def scan_active(self, tenant: str, memory_id: str, after: str | None) -> Iterator[tuple[str, RecordVersion]]:
+        for position, version in self._newest_first(tenant, memory_id):
+            if after is not None and position >= after:
+                continue
+            if version.is_current and version.status == "active":
+                yield position, version
+
+    def scan_versions(
+        self, tenant: str, memory_id: str, after: str | None, written_up_to: str | None
+    ) -> Iterator[tuple[str, RecordVersion]]:
+        for position, version in self._newest_first(tenant, memory_id):
+            if after is not None and position >= after:
+                continue
+            if written_up_to is not None and version.written_at > written_up_to:
+                continue
+            yield position, version
+
+    def put_snapshot(self, snapshot: Snapshot) -> None:
+        key = (snapshot.tenant, snapshot.memory_id, snapshot.name)
+        with self.memories.lock:
+            if key in self.snapshots:
+                raise AlreadyExists(snapshot.name)
+            self.snapshots[key] = snapshot
+
+    def get_snapshot(self, tenant: str, memory_id: str, name: str) -> Snapshot | None:
+        return self.snapshots.get((tenant, memory_id, name))
+
+    def list_snapshots(self, tenant: str, memory_id: str) -> list[Snapshot]:
+        return [s for (t, m, _), s in self.snapshots.items() if t == tenant and m == memory_id]
+
+    def purge_memory(self, tenant: str, memory_id: str) -> None:
+        with self.memories.lock:
+            for key in [k for k in self.versions if k[:2] == (tenant, memory_id)]:
+                del self.versions[key]
+            for key in [k for k in self.snapshots if k[:2] == (tenant, memory_id)]:
+                del self.snapshots[key]

@@ -1,0 +1,1 @@
+"""The HTTP edge shared by every function: routes, schemas, errors, auth context, idempotency."""

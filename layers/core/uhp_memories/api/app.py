@@ -1,0 +1,161 @@
+"""What every function's handler shares: the resolver with its error mapping, the caller taken from
+the authorizer's context, and Idempotency-Key handling on writes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent,
+)
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyValidationError,
+)
+from pydantic import BaseModel
+
+from uhp_memories import bootstrap
+from uhp_memories.api.errors import JSON, describe_validation_errors, error_dict, error_response
+from uhp_memories.domain.errors import DomainError, Unauthenticated
+from uhp_memories.domain.models import Caller
+
+logger = Logger(service="uhp-memories")
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+IDEMPOTENCY_HEADER = "idempotency-key"
+# The key is scoped to the tenant, the principal and the route, so one client's key never meets
+# another's; the body is checked so a reused key with another body is refused, not replayed.
+IDEMPOTENCY_KEY_PATH = (
+    '[requestContext.authorizer.tenant, requestContext.authorizer.principal, httpMethod, path, '
+    'headers."idempotency-key"]'
+)
+
+
+def make_resolver() -> APIGatewayRestResolver:
+    app = APIGatewayRestResolver(enable_validation=True)
+
+    @app.exception_handler(DomainError)
+    def handle_domain_error(error: DomainError) -> Response:
+        return error_response(error.status, error.code, error.message, **error.details)
+
+    @app.exception_handler(RequestValidationError)
+    def handle_validation_error(error: RequestValidationError) -> Response:
+        errors = list(error.errors())
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return error_response(400, "invalid_request", "the request body is not valid JSON")
+        return error_response(422, "memory_invalid", describe_validation_errors(errors))
+
+    @app.not_found
+    def handle_not_found(_: NotFoundError) -> Response:
+        return error_response(404, "not_found", "no such route")
+
+    @app.exception_handler(Exception)
+    def handle_unexpected(error: Exception) -> Response:
+        # The type only: a message could carry record content, and content is never logged.
+        logger.error("unhandled error", extra={"error_type": type(error).__name__})
+        return error_response(500, "internal_error", "the server failed; the request may be retried")
+
+    return app
+
+
+def caller_of(app: APIGatewayRestResolver) -> Caller:
+    """The caller the authorizer resolved from the API key. Never read from the request body."""
+    context = app.current_event.request_context.authorizer.raw_event or {}
+    tenant, principal = context.get("tenant"), context.get("principal")
+    if not tenant or not principal:
+        raise Unauthenticated("missing or unknown API key")
+    groups = tuple(g for g in str(context.get("groups") or "").split(",") if g)
+    return Caller(tenant=str(tenant), principal=str(principal), groups=groups)
+
+
+def respond(model: BaseModel | dict[str, Any], status: int = 200) -> Response:
+    return Response(status_code=status, content_type=JSON, body=model)
+
+
+class _ServerFailure(Exception):
+    """Carries a 5xx answer out of the idempotent call, so Powertools does not keep it: a retry with
+    the same key must run again, not replay a failure."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        super().__init__("server failure")
+        self.answer = answer
+
+
+def _normalize_event(event: dict[str, Any]) -> dict[str, Any]:
+    """Lowercase header names (Powertools' idempotency reads them case-sensitively; HTTP does not),
+    and read a body sent without a JSON content type as JSON: every body of this API is JSON except
+    multipart file uploads, and `curl -d` labels JSON as a form."""
+    event = dict(event)
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    content_type = headers.get("content-type", "")
+    if event.get("body") and not content_type.startswith(("application/json", "multipart/")):
+        headers["content-type"] = "application/json"
+    event["headers"] = headers
+    if event.get("multiValueHeaders"):
+        multi = {k.lower(): v for k, v in event["multiValueHeaders"].items()}
+        if "content-type" in headers:
+            multi["content-type"] = [headers["content-type"]]
+        event["multiValueHeaders"] = multi
+    return event
+
+
+def make_handler(app: APIGatewayRestResolver) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """The Lambda entry point for one function: plain resolution, or idempotent resolution when a
+    write carries an Idempotency-Key."""
+    idempotent_resolvers: dict[int, Callable[[dict[str, Any], Any], dict[str, Any]]] = {}
+
+    def resolve_or_raise(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        answer = app.resolve(event, context)
+        if answer.get("statusCode", 500) >= 500:
+            raise _ServerFailure(answer)
+        return answer
+
+    def idempotent_resolver() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+        container = bootstrap.container()
+        key = id(container)
+        if key not in idempotent_resolvers:
+            store = DynamoDBPersistenceLayer(
+                table_name=container.settings.idempotency_table_name, boto3_client=container.dynamodb
+            )
+            config = IdempotencyConfig(
+                event_key_jmespath=IDEMPOTENCY_KEY_PATH,
+                payload_validation_jmespath="body",
+                expires_after_seconds=container.settings.idempotency_seconds,
+            )
+            idempotent_resolvers.clear()
+            idempotent_resolvers[key] = idempotent(persistence_store=store, config=config)(resolve_or_raise)
+        return idempotent_resolvers[key]
+
+    def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        event = _normalize_event(event)
+        key = event["headers"].get(IDEMPOTENCY_HEADER)
+        if event.get("httpMethod") not in WRITE_METHODS or not key:
+            return app.resolve(event, context)
+        if len(key) > 255:
+            return error_dict(422, "memory_invalid", "Idempotency-Key is at most 255 characters")
+        try:
+            return idempotent_resolver()(event, context)
+        except _ServerFailure as failure:
+            return failure.answer
+        except IdempotencyValidationError:
+            return error_dict(
+                422,
+                "idempotency_key_reused",
+                "this Idempotency-Key was already used with a different request body",
+            )
+        except IdempotencyAlreadyInProgressError:
+            return error_dict(409, "idempotency_in_progress", "a request with this Idempotency-Key is in progress")
+
+    return lambda_handler
+
+
+def json_body(answer: dict[str, Any]) -> Any:
+    return json.loads(answer["body"]) if answer.get("body") else None

@@ -1,0 +1,71 @@
+"""Domain views to API schemas."""
+
+from __future__ import annotations
+
+from uhp_memories.api import schemas
+from uhp_memories.domain.memories import MemoryView
+from uhp_memories.domain.models import Grant, Page, Snapshot
+from uhp_memories.domain.records import RecordView
+
+
+def memory(view: MemoryView) -> schemas.MemoryOut:
+    m = view.memory
+    return schemas.MemoryOut(
+        id=m.id,
+        name=m.name,
+        description=m.description,
+        parent_id=view.parent_id,
+        ancestors=view.ancestors,
+        restricted=m.restricted,
+        provider=m.provider,
+        privileges=view.privileges,
+        records=schemas.Count(count=m.record_count),
+        children=schemas.Count(count=view.children_count),
+        createdAt=m.created_at,
+        updatedAt=m.updated_at,
+    )
+
+
+def memory_page(page: Page) -> schemas.MemoryList:
+    return schemas.MemoryList(data=[memory(v) for v in page.items], next_cursor=page.next_cursor)
+
+
+def grant(g: Grant) -> schemas.GrantOut:
+    return schemas.GrantOut(
+        id=g.id,
+        memory_id=g.memory_id,
+        principal=g.principal,
+        privileges=list(g.privileges),
+        implicit=g.implicit,
+        createdAt=g.created_at,
+        created_by=g.created_by,
+    )
+
+
+def record(view: RecordView) -> schemas.RecordOut:
+    r = view.record
+    return schemas.RecordOut(
+        id=r.id,
+        memory_id=r.memory_id,
+        type=r.type,
+        content=r.content,
+        attributes=r.attributes,
+        version=r.version,
+        status=r.status,  # type: ignore[arg-type]
+        supersedes=r.supersedes,
+        time=schemas.RecordTime(
+            valid_from=r.valid_from, valid_to=r.valid_to, written_at=r.written_at, invalidated_at=r.invalidated_at
+        ),
+        written_by=schemas.WrittenBy(kind=r.written_by["kind"], id=r.written_by["id"]),
+        references=view.references,
+    )
+
+
+def record_page(page: Page) -> schemas.RecordList:
+    return schemas.RecordList(data=[record(v) for v in page.items], next_cursor=page.next_cursor)
+
+
+def snapshot(s: Snapshot) -> schemas.SnapshotOut:
+    return schemas.SnapshotOut(
+        id=s.id, memory_id=s.memory_id, name=s.name, message=s.message, time=s.time, created_by=s.created_by
+    )

@@ -1,0 +1,67 @@
+"""Every route of the API and the function (one per API resource) that serves it.
+
+One table, read by the local gateway to dispatch requests and by CDK to build API Gateway
+resources, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Route:
+    function: str  # package under functions/
+    method: str
+    path: str  # API Gateway resource path, with {params}
+
+
+M = "/v1/memories/{memory_id}"
+R = M + "/records/{record_id}"
+
+ROUTES: tuple[Route, ...] = (
+    Route("discovery", "GET", "/v1/capabilities"),
+    Route("discovery", "GET", "/v1/memories/providers"),
+    Route("discovery", "GET", "/v1/memories/types"),
+    Route("memories", "POST", "/v1/memories"),
+    Route("memories", "GET", "/v1/memories"),
+    Route("memories", "GET", M),
+    Route("memories", "PUT", M),
+    Route("memories", "DELETE", M),
+    Route("grants", "GET", M + "/grants"),
+    Route("grants", "POST", M + "/grants"),
+    Route("grants", "DELETE", M + "/grants/{grant_id}"),
+    Route("records", "POST", M + "/records"),
+    Route("records", "GET", M + "/records"),
+    Route("records", "GET", R),
+    Route("records", "PATCH", R),
+    Route("records", "DELETE", R),
+    Route("records", "GET", R + "/history"),
+    Route("snapshots", "POST", M + "/snapshots"),
+    Route("snapshots", "GET", M + "/snapshots"),
+    Route("recall", "POST", M + "/recall"),
+    Route("queries", "GET", M + "/queries"),
+    Route("queries", "PUT", M + "/queries/{name}"),
+    Route("queries", "POST", M + "/queries/{name}"),
+    Route("queries", "POST", M + "/query"),
+    Route("observe", "POST", M + "/observe"),
+    Route("observe", "GET", M + "/jobs/{job_id}"),
+    Route("erase", "POST", M + "/erase"),
+    Route("files", "POST", "/v1/files"),
+    Route("files", "GET", R + "/content"),
+    Route("operations", "POST", R + "/operations/{name}"),
+    Route("consolidations", "POST", M + "/consolidations"),
+    Route("consolidations", "GET", M + "/consolidations"),
+    Route("consolidations", "GET", M + "/consolidations/{run_id}"),
+    Route("consolidations", "GET", M + "/consolidations/{run_id}/changes"),
+    Route("consolidations", "POST", M + "/consolidations/{run_id}/revert"),
+    Route("harnesses", "PUT", "/v1/harnesses/{harness_id}/memories"),
+    Route("harnesses", "GET", "/v1/harnesses/{harness_id}/memories"),
+)
+
+FUNCTIONS: tuple[str, ...] = tuple(dict.fromkeys(route.function for route in ROUTES))
+
+
+def powertools_path(path: str) -> str:
+    """API Gateway's {param} as Powertools' <param>."""
+    return path.replace("{", "<").replace("}", ">")

@@ -1,0 +1,210 @@
+"""API schemas: what goes over the wire. Kept apart from domain entities and persistence items."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from uhp_memories.domain.limits import DESCRIPTION_CHARS, NAME_CHARS
+
+
+class Strict(BaseModel):
+    """Unknown fields are refused: a field the server ignored silently would be a lie."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    current_record_id: str | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+# -- memories ----------------------------------------------------------------------------------
+
+
+class MemoryCreate(Strict):
+    name: str = Field(min_length=1, max_length=NAME_CHARS)
+    description: str = Field(default="", max_length=DESCRIPTION_CHARS)
+    parent_id: str | None = None
+    restricted: bool = False
+    provider: str | None = None
+
+
+class MemoryUpdate(Strict):
+    """Every field optional; a field sent is a change. `parent_id: null` moves the memory to the root."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=NAME_CHARS)
+    description: str | None = Field(default=None, max_length=DESCRIPTION_CHARS)
+    restricted: bool | None = None
+    parent_id: str | None = None
+    provider: str | None = None
+
+
+class Count(BaseModel):
+    count: int
+
+
+class MemoryOut(BaseModel):
+    id: str
+    object: Literal["memory"] = "memory"
+    name: str
+    description: str
+    parent_id: str | None
+    ancestors: list[str]
+    restricted: bool
+    provider: str
+    privileges: list[str]
+    records: Count
+    children: Count
+    createdAt: int  # noqa: N815 - the spec's field name
+    updatedAt: int  # noqa: N815
+
+
+class MemoryList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[MemoryOut]
+    next_cursor: str | None
+
+
+class Deleted(BaseModel):
+    id: str
+    object: str
+    deleted: bool = True
+
+
+# -- grants ------------------------------------------------------------------------------------
+
+
+class GrantCreate(Strict):
+    principal: str = Field(min_length=1, max_length=160)
+    privileges: list[str] = Field(min_length=1, max_length=4)
+
+
+class GrantOut(BaseModel):
+    id: str
+    object: Literal["memory.grant"] = "memory.grant"
+    memory_id: str
+    principal: str
+    privileges: list[str]
+    implicit: bool
+    createdAt: int  # noqa: N815
+    created_by: str
+
+
+class GrantList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[GrantOut]
+    next_cursor: str | None = None
+
+
+# -- records -----------------------------------------------------------------------------------
+
+
+class TimeIn(Strict):
+    """Only validity is the client's to say; written_at and invalidated_at come from the server."""
+
+    valid_from: str | None = None
+    valid_to: str | None = None
+
+
+class ReferenceIn(Strict):
+    rel: str = Field(default="related", min_length=1, max_length=64)
+    memory_id: str
+    record_id: str
+
+
+class RecordCreate(Strict):
+    type: str = Field(min_length=1, max_length=100)
+    content: str | dict[str, Any]
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    time: TimeIn | None = None
+    references: list[ReferenceIn] = Field(default_factory=list)
+
+
+class RecordRevise(Strict):
+    """A revision: the fields sent replace the current version's; the rest carry over."""
+
+    type: str | None = None
+    content: str | dict[str, Any] | None = None
+    attributes: dict[str, Any] | None = None
+    time: TimeIn | None = None
+    references: list[ReferenceIn] | None = None
+
+
+class RecordTime(BaseModel):
+    valid_from: str | None
+    valid_to: str | None
+    written_at: str
+    invalidated_at: str | None
+
+
+class WrittenBy(BaseModel):
+    kind: str
+    id: str
+
+
+class RecordOut(BaseModel):
+    id: str
+    object: Literal["memory.record"] = "memory.record"
+    memory_id: str
+    type: str
+    content: str | dict[str, Any]
+    attributes: dict[str, Any]
+    version: int
+    status: Literal["active", "superseded", "forgotten"]
+    supersedes: str | None
+    time: RecordTime
+    written_by: WrittenBy
+    references: list[dict[str, Any]]
+    trust: Literal["untrusted"] = "untrusted"
+
+
+class RecordList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[RecordOut]
+    next_cursor: str | None
+
+
+class SnapshotCreate(Strict):
+    name: str = Field(min_length=1, max_length=100)
+    message: str = Field(default="", max_length=2000)
+
+
+class SnapshotOut(BaseModel):
+    id: str
+    object: Literal["memory.snapshot"] = "memory.snapshot"
+    memory_id: str
+    name: str
+    message: str
+    time: str
+    created_by: str
+
+
+class SnapshotList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[SnapshotOut]
+    next_cursor: str | None
+
+
+# -- discovery ---------------------------------------------------------------------------------
+
+
+class CapabilitiesOut(BaseModel):
+    capabilities: dict[str, bool]
+
+
+class ProviderList(BaseModel):
+    data: list[dict[str, Any]]
+
+
+class TypeList(BaseModel):
+    data: list[dict[str, Any]]

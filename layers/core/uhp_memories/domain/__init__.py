@@ -1,0 +1,1 @@
+"""The pure domain core: entities, rules and services. No AWS, no HTTP."""

@@ -1,0 +1,109 @@
+"""Effective privileges: the union of a principal's grants over the ancestor chain, cut by `restricted`.
+
+Pure rules over loaded data. `AccessView` is built once per request: it loads the caller's grants in
+one read and memoizes every memory it touches, so a request walks each chain once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from uhp_memories.domain.errors import MemoryForbidden, MemoryNotFound
+from uhp_memories.domain.models import PRIVILEGES, Caller, Grant, Memory
+
+MemoryLoader = Callable[[str], Memory | None]
+
+
+def effective_privileges(
+    memory_id: str, load: MemoryLoader, direct: Mapping[str, frozenset[str]]
+) -> frozenset[str]:
+    """Union of direct grants on the memory and its ancestors, up to and including the nearest
+    restricted node (its own grants still apply; those above it do not)."""
+    privileges: set[str] = set()
+    node = load(memory_id)
+    seen: set[str] = set()
+    while node is not None and node.id not in seen:
+        seen.add(node.id)
+        privileges |= direct.get(node.id, frozenset())
+        if node.restricted or node.parent_id is None:
+            break
+        node = load(node.parent_id)
+    return frozenset(privileges)
+
+
+def direct_privileges(grants: Iterable[Grant]) -> dict[str, frozenset[str]]:
+    by_memory: dict[str, set[str]] = {}
+    for grant in grants:
+        by_memory.setdefault(grant.memory_id, set()).update(grant.privileges)
+    return {memory_id: frozenset(privs) for memory_id, privs in by_memory.items()}
+
+
+def ordered(privileges: Iterable[str]) -> list[str]:
+    chosen = set(privileges)
+    return [p for p in PRIVILEGES if p in chosen]
+
+
+class AccessView:
+    """What one caller may see and do, computed lazily for one request."""
+
+    def __init__(self, caller: Caller, load: MemoryLoader, caller_grants: Iterable[Grant]) -> None:
+        self.caller = caller
+        self._load = load
+        self._cache: dict[str, Memory | None] = {}
+        self._direct = direct_privileges(g for g in caller_grants if g.tenant == caller.tenant)
+        self._privileges: dict[str, frozenset[str]] = {}
+
+    @property
+    def granted_memory_ids(self) -> list[str]:
+        return sorted(self._direct)
+
+    def memory(self, memory_id: str) -> Memory | None:
+        """A live memory (one being deleted is already gone for every reader)."""
+        if memory_id not in self._cache:
+            found = self._load(memory_id)
+            self._cache[memory_id] = found if found is not None and not found.deleting else None
+        return self._cache[memory_id]
+
+    def remember(self, memory: Memory) -> None:
+        """Record a memory this request just wrote, so later checks see the new state."""
+        self._cache[memory.id] = memory
+        self._privileges.clear()
+
+    def privileges(self, memory_id: str) -> frozenset[str]:
+        if memory_id not in self._privileges:
+            if self.memory(memory_id) is None:
+                self._privileges[memory_id] = frozenset()
+            else:
+                self._privileges[memory_id] = effective_privileges(memory_id, self.memory, self._direct)
+        return self._privileges[memory_id]
+
+    def can_see(self, memory_id: str | None) -> bool:
+        return memory_id is not None and bool(self.privileges(memory_id))
+
+    def visible(self, memory_id: str) -> Memory:
+        """The memory, or memory_not_found when it does not exist or the caller holds nothing on it."""
+        memory = self.memory(memory_id)
+        if memory is None or not self.privileges(memory_id):
+            raise MemoryNotFound(memory_id)
+        return memory
+
+    def require(self, memory_id: str, privilege: str) -> Memory:
+        """The memory when the caller holds `privilege`; 404 if unseen, 403 if seen without it."""
+        memory = self.visible(memory_id)
+        if privilege not in self.privileges(memory_id):
+            raise MemoryForbidden(privilege)
+        return memory
+
+    def visible_ancestors(self, memory: Memory) -> list[str]:
+        """Ancestor ids from the highest visible one down to the parent, stopping at the first the
+        caller cannot see: a memory the caller cannot see is never named."""
+        ancestors: list[str] = []
+        parent_id = memory.parent_id
+        while parent_id is not None and self.can_see(parent_id) and parent_id not in ancestors:
+            ancestors.append(parent_id)
+            parent = self.memory(parent_id)
+            parent_id = parent.parent_id if parent else None
+        return list(reversed(ancestors))
+
+    def is_entry_point(self, memory: Memory) -> bool:
+        return self.can_see(memory.id) and not self.can_see(memory.parent_id)

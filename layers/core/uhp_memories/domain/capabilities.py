@@ -1,0 +1,44 @@
+"""The capability document (§10.2, §11): what the native provider does today, and nothing more.
+
+Each issue that adds a capability changes this document; a test checks that every feature marked
+absent here answers memory_unsupported."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uhp_memories.domain.models import CORE_TYPES, NATIVE_PROVIDER
+
+
+def native_provider() -> dict[str, Any]:
+    return {
+        "id": NATIVE_PROVIDER,
+        "object": "memory.provider",
+        # Records sit under a key that starts with the memory's id; the server adds it to every read
+        # and write and checks it on every record fetched by id.
+        "isolation": "enforced_filter",
+        "derivation": "none",
+        "observe": False,
+        "recall": False,
+        "history": {"content": "versions", "structure": "none"},
+        "snapshots": True,
+        "revise": "native",
+        "forget": "native",
+        "erase": False,
+        "prime": False,
+        "consolidate": False,
+        "queries": {"named": False, "free": False},
+        "types": False,
+        "files": False,
+    }
+
+
+def server_capabilities() -> dict[str, bool]:
+    return {"memories": True}
+
+
+def core_types() -> list[dict[str, Any]]:
+    return [
+        {"type": name, "description": description, "core": True, "schema": {"type": "object"}, "operations": []}
+        for name, description in CORE_TYPES.items()
+    ]

@@ -1,0 +1,269 @@
+"""The memory tree (§2): create, read, update and move, delete, and the listings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from uhp_memories.domain import cursors
+from uhp_memories.domain.access import AccessView, ordered
+from uhp_memories.domain.context import Ports
+from uhp_memories.domain.errors import MemoryInvalid, MemoryNotFound, TreeChanged
+from uhp_memories.domain.limits import LIST_DEFAULT, LIST_MAX, MAX_TREE_DEPTH
+from uhp_memories.domain.models import NATIVE_PROVIDER, PRIVILEGES, Caller, Grant, Memory, Page
+
+PROVIDERS = (NATIVE_PROVIDER,)
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    """A memory as one caller sees it: placement only as far up as it may see, its own privileges."""
+
+    memory: Memory
+    parent_id: str | None
+    ancestors: list[str]
+    privileges: list[str]
+    children_count: int
+
+
+@dataclass(frozen=True)
+class MemorySummary:
+    """The short form a recall or list response names for the parent and children."""
+
+    id: str
+    name: str
+    description: str
+    records_count: int
+    children_count: int
+
+
+class MemoryService:
+    def __init__(self, ports: Ports) -> None:
+        self._ports = ports
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, caller: Caller, memory_id: str) -> MemoryView:
+        access = self._ports.access(caller)
+        return self.view(access, access.visible(memory_id))
+
+    def view(self, access: AccessView, memory: Memory) -> MemoryView:
+        ancestors = access.visible_ancestors(memory)
+        return MemoryView(
+            memory=memory,
+            parent_id=ancestors[-1] if ancestors else None,
+            ancestors=ancestors,
+            privileges=ordered(access.privileges(memory.id)),
+            children_count=len(self._visible_children(access, memory.id)),
+        )
+
+    def summary(self, access: AccessView, memory: Memory) -> MemorySummary:
+        return MemorySummary(
+            memory.id,
+            memory.name,
+            memory.description,
+            memory.record_count,
+            len(self._visible_children(access, memory.id)),
+        )
+
+    def neighbours(self, access: AccessView, memory: Memory) -> tuple[MemorySummary | None, list[MemorySummary]]:
+        """The parent (when the caller may see it) and the visible direct children: where a reader
+        can go from here (§6.1)."""
+        parent = None
+        if memory.parent_id and access.can_see(memory.parent_id):
+            parent_memory = access.memory(memory.parent_id)
+            parent = self.summary(access, parent_memory) if parent_memory else None
+        children = [self.summary(access, child) for child in self._visible_children(access, memory.id)]
+        return parent, children
+
+    def list(
+        self,
+        caller: Caller,
+        *,
+        parent: str | None = None,
+        ancestor: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page:
+        size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
+        if parent is not None and ancestor is not None:
+            raise MemoryInvalid("pass parent or ancestor, not both")
+        access = self._ports.access(caller)
+        if parent is not None:
+            access.visible(parent)
+            found = self._visible_children(access, parent)
+            kind = "children"
+        elif ancestor is not None:
+            access.visible(ancestor)
+            found = self._visible_descendants(access, ancestor)
+            kind = "descendants"
+        else:
+            found = self._entry_points(access)
+            kind = "entry"
+        found.sort(key=lambda m: (m.created_at, m.id))
+        after = cursors.decode(kind, cursor)
+        if after is not None:
+            found = [m for m in found if [m.created_at, m.id] > after]
+        page = found[:size]
+        next_cursor = None
+        if len(found) > size:
+            last = page[-1]
+            next_cursor = cursors.encode(kind, [last.created_at, last.id])
+        return Page([self.view(access, m) for m in page], next_cursor)
+
+    def _visible_children(self, access: AccessView, memory_id: str) -> list[Memory]:
+        children = self._ports.memories.children(access.caller.tenant, memory_id)
+        return [child for child in children if not child.deleting and access.can_see(child.id)]
+
+    def _visible_descendants(self, access: AccessView, memory_id: str) -> list[Memory]:
+        """Every descendant the caller may see. The walk goes on through nodes it cannot see, since a
+        restricted node it cannot read may hold a child granted to it."""
+        tenant = access.caller.tenant
+        found: list[Memory] = []
+        frontier = [memory_id]
+        seen = {memory_id}
+        while frontier:
+            next_frontier: list[str] = []
+            for node_id in frontier:
+                for child in self._ports.memories.children(tenant, node_id):
+                    if child.id in seen or child.deleting:
+                        continue
+                    seen.add(child.id)
+                    next_frontier.append(child.id)
+                    if access.can_see(child.id):
+                        found.append(child)
+            frontier = next_frontier
+        return found
+
+    def _entry_points(self, access: AccessView) -> list[Memory]:
+        """Every memory the caller holds a privilege on whose parent it cannot see. Only a node with a
+        direct grant can be one: below it, inheritance makes the parent visible."""
+        found: list[Memory] = []
+        for memory_id in access.granted_memory_ids:
+            memory = access.memory(memory_id)
+            if memory is not None and access.is_entry_point(memory):
+                found.append(memory)
+        return found
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def create(
+        self,
+        caller: Caller,
+        *,
+        name: str,
+        description: str = "",
+        parent_id: str | None = None,
+        restricted: bool = False,
+        provider: str | None = None,
+    ) -> MemoryView:
+        access = self._ports.access(caller)
+        inherited_provider = NATIVE_PROVIDER
+        if parent_id is not None:
+            parent = access.require(parent_id, "create")
+            self._check_depth(access, parent)
+            inherited_provider = parent.provider
+        chosen_provider = provider or inherited_provider
+        if chosen_provider not in PROVIDERS:
+            raise MemoryInvalid(f"unknown provider '{chosen_provider}'; this server offers {list(PROVIDERS)}")
+        now = self._ports.clock.now_ms()
+        memory = Memory(
+            tenant=caller.tenant,
+            id=self._ports.ids.new("hmem_"),
+            name=name,
+            description=description,
+            parent_id=parent_id,
+            restricted=restricted,
+            provider=chosen_provider,
+            created_by=caller.principal,
+            created_at=now,
+            updated_at=now,
+        )
+        # Whoever creates a memory holds all four privileges on it: a real grant, listed and
+        # inherited like any other.
+        creator_grant = Grant(
+            tenant=caller.tenant,
+            id=self._ports.ids.new("hgrt_"),
+            memory_id=memory.id,
+            principal=caller.principal,
+            privileges=PRIVILEGES,
+            created_at=now,
+            created_by=caller.principal,
+            implicit=True,
+        )
+        try:
+            self._ports.memories.create(memory, creator_grant)
+        except TreeChanged:
+            raise MemoryNotFound(parent_id) from None
+        return self.get(caller, memory.id)
+
+    def update(self, caller: Caller, memory_id: str, changes: dict[str, Any]) -> MemoryView:
+        """Rename, describe, restrict, or move (`parent_id` present in `changes`, null for a root).
+
+        Renaming needs write; changing `restricted` or moving changes who can reach the memory, so it
+        needs delete, and a move also needs create on the new parent."""
+        access = self._ports.access(caller)
+        memory = access.visible(memory_id)
+        if "provider" in changes and changes["provider"] != memory.provider:
+            raise MemoryInvalid("a memory's provider is set at creation and cannot be changed")
+        if "name" in changes or "description" in changes:
+            access.require(memory_id, "write")
+        if "restricted" in changes and changes["restricted"] != memory.restricted:
+            access.require(memory_id, "delete")
+        parent_chain: list[Memory] = []
+        moving = "parent_id" in changes and changes["parent_id"] != memory.parent_id
+        if moving:
+            access.require(memory_id, "delete")
+            new_parent_id = changes["parent_id"]
+            if new_parent_id is not None:
+                new_parent = access.require(new_parent_id, "create")
+                parent_chain = self._chain(access, new_parent)
+                if any(node.id == memory_id for node in parent_chain):
+                    raise MemoryInvalid("a memory cannot move under itself or one of its descendants")
+                self._check_depth(access, new_parent)
+        updated = memory.evolve(
+            name=changes.get("name", memory.name),
+            description=changes.get("description", memory.description),
+            restricted=changes.get("restricted", memory.restricted),
+            parent_id=changes["parent_id"] if moving else memory.parent_id,
+            updated_at=self._ports.clock.now_ms(),
+        )
+        try:
+            self._ports.memories.update(updated, memory.parent_id, parent_chain)
+        except TreeChanged:
+            raise MemoryInvalid("the tree changed under this move; read the memory again and retry") from None
+        return self.get(caller, memory_id)
+
+    def delete(self, caller: Caller, memory_id: str) -> None:
+        """Hide the whole subtree at once, then remove its records, grants and nodes."""
+        access = self._ports.access(caller)
+        access.require(memory_id, "delete")
+        tenant = caller.tenant
+        subtree = [memory_id]
+        frontier = [memory_id]
+        while frontier:
+            children = [c.id for node in frontier for c in self._ports.memories.children(tenant, node)]
+            subtree.extend(children)
+            frontier = children
+        self._ports.memories.mark_deleting(tenant, subtree)
+        for node_id in reversed(subtree):
+            self._ports.records.purge_memory(tenant, node_id)
+            self._ports.memories.purge(tenant, node_id)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _chain(self, access: AccessView, memory: Memory) -> list[Memory]:
+        """The memory and all its ancestors, as read now (whether or not the caller may see them)."""
+        chain = [memory]
+        node = memory
+        while node.parent_id is not None and len(chain) <= MAX_TREE_DEPTH + 1:
+            parent = access.memory(node.parent_id)
+            if parent is None:
+                break
+            chain.append(parent)
+            node = parent
+        return chain
+
+    def _check_depth(self, access: AccessView, parent: Memory) -> None:
+        if len(self._chain(access, parent)) >= MAX_TREE_DEPTH:
+            raise MemoryInvalid(f"a memory tree is at most {MAX_TREE_DEPTH} levels deep")

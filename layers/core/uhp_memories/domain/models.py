@@ -1,0 +1,125 @@
+"""Domain entities. Plain dataclasses: the API schemas and the persistence items are kept apart."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+PRIVILEGES: tuple[str, ...] = ("read", "write", "create", "delete")
+CORE_TYPES: dict[str, str] = {
+    "episode": "Raw experience as it arrived: a turn, a transcript, an action and its result, a document. "
+    "Append-only.",
+    "fact": "One thing worth remembering, as it was said.",
+    "note": "A document an agent or a person wrote and maintains.",
+    "procedure": "A how-to with the situation it applies to.",
+    "link": "A pointer to something kept elsewhere: an address and a description, no content of its own.",
+}
+NATIVE_PROVIDER = "native"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The authenticated caller: one API key is one tenant and one principal, with optional groups."""
+
+    tenant: str
+    principal: str
+    groups: tuple[str, ...] = ()
+
+    @property
+    def principal_ids(self) -> tuple[str, ...]:
+        return (self.principal, *self.groups)
+
+    @property
+    def written_by(self) -> dict[str, str]:
+        kind, _, ident = self.principal.partition(":")
+        return {"kind": kind, "id": ident} if ident else {"kind": "key", "id": kind}
+
+
+@dataclass(frozen=True)
+class Memory:
+    tenant: str
+    id: str
+    name: str
+    description: str
+    parent_id: str | None
+    restricted: bool
+    provider: str
+    created_by: str
+    created_at: int  # epoch ms
+    updated_at: int  # epoch ms
+    record_count: int = 0
+    deleting: bool = False
+
+    def evolve(self, **changes: Any) -> Memory:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Grant:
+    tenant: str
+    id: str
+    memory_id: str
+    principal: str
+    privileges: tuple[str, ...]
+    created_at: int  # epoch ms
+    created_by: str
+    implicit: bool = False
+
+
+@dataclass(frozen=True)
+class RecordVersion:
+    """One version of a record. Every version has its own id; `chain_id` ties a record's versions."""
+
+    tenant: str
+    memory_id: str
+    id: str
+    chain_id: str
+    version: int
+    type: str
+    content: Any
+    attributes: dict[str, Any]
+    status: str  # active | superseded | forgotten
+    supersedes: str | None
+    superseded_by: str | None
+    valid_from: str | None
+    valid_to: str | None
+    written_at: str  # RFC 3339, server clock
+    invalidated_at: str | None
+    written_by: dict[str, str]
+    references: tuple[dict[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def is_current(self) -> bool:
+        return self.superseded_by is None
+
+    def evolve(self, **changes: Any) -> RecordVersion:
+        return replace(self, **changes)
+
+    def as_of(self, instant: str) -> RecordVersion:
+        """This version as it stood at `instant`: a close that came later is not yet visible."""
+        if self.invalidated_at is not None and self.invalidated_at > instant:
+            return replace(self, status="active", invalidated_at=None, superseded_by=None)
+        return self
+
+    def held_at(self, instant: str) -> bool:
+        """Whether the memory held this version, open, at `instant`."""
+        return self.written_at <= instant and (self.invalidated_at is None or self.invalidated_at > instant)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    tenant: str
+    memory_id: str
+    id: str
+    name: str
+    message: str
+    time: str  # RFC 3339
+    created_by: str
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing; `next_cursor` is opaque to everything above the adapter that made it."""
+
+    items: list[Any]
+    next_cursor: str | None

@@ -1,0 +1,350 @@
+"""Records (§4, §5): remember, get, list, revise, forget, history, snapshots, as_of.
+
+Nothing is overwritten: a revision appends a version with a new id and closes the one before it, in
+one transaction; forget closes the current version and keeps its place in the chain.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from uhp_memories.domain import cursors
+from uhp_memories.domain.access import AccessView
+from uhp_memories.domain.context import Ports
+from uhp_memories.domain.errors import (
+    AlreadyExists,
+    MemoryConflict,
+    MemoryInvalid,
+    MemoryNotFound,
+    MemoryUnsupported,
+    RecordNotFound,
+    StaleVersion,
+    TreeChanged,
+)
+from uhp_memories.domain.filters import Filter, matches, parse_filter
+from uhp_memories.domain.limits import (
+    ATTRIBUTES_JSON_BYTES,
+    CONTENT_BYTES,
+    LIST_DEFAULT,
+    LIST_MAX,
+    MESSAGE_CHARS,
+    REFERENCES_MAX,
+    SNAPSHOT_NAME_CHARS,
+    TYPE_CHARS,
+)
+from uhp_memories.domain.models import Caller, Page, RecordVersion, Snapshot
+from uhp_memories.domain.timefmt import format_ms, parse_instant
+
+TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_][a-z0-9_\-]*)*$")
+ID_PATTERN = re.compile(r"^[a-z]+_[0-9a-f]{32}$")
+INCLUDE_VALUES = ("active", "all")
+
+
+@dataclass(frozen=True)
+class RecordView:
+    """A record version as one reader sees it: references resolved with the reader's privileges."""
+
+    record: RecordVersion
+    references: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class RecordInput:
+    type: str
+    content: Any
+    attributes: dict[str, Any]
+    valid_from: str | None = None
+    valid_to: str | None = None
+    references: tuple[dict[str, str], ...] = ()
+
+
+class RecordService:
+    def __init__(self, ports: Ports) -> None:
+        self._ports = ports
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def remember(self, caller: Caller, memory_id: str, given: RecordInput) -> RecordView:
+        access = self._ports.access(caller)
+        access.require(memory_id, "write")
+        self._check_input(given)
+        record_id = self._ports.ids.new("hrec_")
+        record = RecordVersion(
+            tenant=caller.tenant,
+            memory_id=memory_id,
+            id=record_id,
+            chain_id=record_id,
+            version=1,
+            type=given.type,
+            content=given.content,
+            attributes=given.attributes,
+            status="active",
+            supersedes=None,
+            superseded_by=None,
+            valid_from=given.valid_from,
+            valid_to=given.valid_to,
+            written_at=format_ms(self._ports.clock.now_ms()),
+            invalidated_at=None,
+            written_by=caller.written_by,
+            references=given.references,
+        )
+        try:
+            self._ports.records.append_first(record)
+        except TreeChanged:
+            raise MemoryNotFound(memory_id) from None
+        return self._view(access, record)
+
+    def revise(self, caller: Caller, memory_id: str, record_id: str, changes: dict[str, Any]) -> RecordView:
+        """Append a new version. `changes` holds only the fields the caller sent."""
+        access = self._ports.access(caller)
+        access.require(memory_id, "write")
+        current = self._current_or_conflict(caller, memory_id, record_id)
+        if current.type == "episode":
+            raise MemoryInvalid("episodes are append-only: remember a new episode instead of revising one")
+        if "type" in changes and changes["type"] != current.type:
+            raise MemoryInvalid("a record's type cannot change; remember a new record instead")
+        merged = RecordInput(
+            type=current.type,
+            content=changes.get("content", current.content),
+            attributes=changes.get("attributes", current.attributes),
+            valid_from=changes.get("valid_from", current.valid_from),
+            valid_to=changes.get("valid_to", current.valid_to),
+            references=changes.get("references", current.references),
+        )
+        self._check_input(merged)
+        now = format_ms(self._ports.clock.now_ms())
+        revision = current.evolve(
+            id=self._ports.ids.new("hrec_"),
+            version=current.version + 1,
+            content=merged.content,
+            attributes=merged.attributes,
+            valid_from=merged.valid_from,
+            valid_to=merged.valid_to,
+            references=merged.references,
+            supersedes=current.id,
+            written_at=now,
+            written_by=caller.written_by,
+        )
+        closed = current.evolve(status="superseded", superseded_by=revision.id, invalidated_at=now)
+        try:
+            self._ports.records.append_revision(closed, revision)
+        except StaleVersion:
+            raise self._conflict(caller, memory_id, record_id) from None
+        return self._view(access, revision)
+
+    def forget(self, caller: Caller, memory_id: str, record_id: str) -> RecordView:
+        access = self._ports.access(caller)
+        access.require(memory_id, "write")
+        current = self._current_or_conflict(caller, memory_id, record_id)
+        closed = current.evolve(status="forgotten", invalidated_at=format_ms(self._ports.clock.now_ms()))
+        try:
+            self._ports.records.close(current, closed)
+        except StaleVersion:
+            raise self._conflict(caller, memory_id, record_id) from None
+        return self._view(access, closed)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, caller: Caller, memory_id: str, record_id: str, as_of: str | None = None) -> RecordView:
+        """One version by id; with as_of, the version of its record the memory held at that instant."""
+        access = self._ports.access(caller)
+        access.require(memory_id, "read")
+        record = self._find(caller, memory_id, record_id)
+        if as_of is not None:
+            instant = self.resolve_as_of(caller, memory_id, as_of)
+            held = [v for v in self._ports.records.chain(caller.tenant, record.chain_id) if v.held_at(instant)]
+            if not held or held[-1].memory_id != memory_id:
+                raise RecordNotFound(record_id)
+            record = held[-1].as_of(instant)
+        return self._view(access, record)
+
+    def list(
+        self,
+        caller: Caller,
+        memory_id: str,
+        *,
+        types: list[str] | None = None,
+        filters: Any = None,
+        include: str = "active",
+        as_of: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page:
+        access = self._ports.access(caller)
+        access.require(memory_id, "read")
+        size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
+        if include not in INCLUDE_VALUES:
+            raise MemoryInvalid(f"include must be one of {list(INCLUDE_VALUES)}")
+        flt = parse_filter(filters)
+        wanted_types = set(types or [])
+        instant = self.resolve_as_of(caller, memory_id, as_of) if as_of is not None else None
+        kind = f"records:{include}:{instant or ''}"
+        after = cursors.decode(kind, cursor)
+        candidates = self._candidates(caller, memory_id, include, instant, after)
+
+        page: list[RecordVersion] = []
+        next_position: str | None = None
+        last_position: str | None = None
+        for position, version in candidates:
+            if wanted_types and version.type not in wanted_types:
+                continue
+            if not matches(flt, version):
+                continue
+            if len(page) == size:
+                next_position = last_position
+                break
+            page.append(version)
+            last_position = position
+        next_cursor = cursors.encode(kind, next_position) if next_position is not None else None
+        return Page([self._view(access, v) for v in page], next_cursor)
+
+    def history(
+        self, caller: Caller, memory_id: str, record_id: str, limit: int | None = None, cursor: str | None = None
+    ) -> Page:
+        """Every version of the record, oldest first, each with its writer and time."""
+        access = self._ports.access(caller)
+        access.require(memory_id, "read")
+        size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
+        record = self._find(caller, memory_id, record_id)
+        chain = [v for v in self._ports.records.chain(caller.tenant, record.chain_id) if v.memory_id == memory_id]
+        after = cursors.decode("history", cursor)
+        if after is not None:
+            chain = [v for v in chain if v.version > after]
+        page = chain[:size]
+        next_cursor = cursors.encode("history", page[-1].version) if len(chain) > size else None
+        return Page([self._view(access, v) for v in page], next_cursor)
+
+    # -- snapshots ---------------------------------------------------------------------------
+
+    def create_snapshot(self, caller: Caller, memory_id: str, name: str, message: str = "") -> Snapshot:
+        self._ports.access(caller).require(memory_id, "write")
+        if not name or len(name) > SNAPSHOT_NAME_CHARS or _looks_like_time(name):
+            raise MemoryInvalid(
+                f"snapshot name must be 1 to {SNAPSHOT_NAME_CHARS} characters and must not read as a time"
+            )
+        if len(message) > MESSAGE_CHARS:
+            raise MemoryInvalid(f"message is at most {MESSAGE_CHARS} characters")
+        snapshot = Snapshot(
+            tenant=caller.tenant,
+            memory_id=memory_id,
+            id=self._ports.ids.new("hsnp_"),
+            name=name,
+            message=message,
+            time=format_ms(self._ports.clock.now_ms()),
+            created_by=caller.principal,
+        )
+        try:
+            self._ports.records.put_snapshot(snapshot)
+        except AlreadyExists:
+            raise MemoryConflict(f"this memory already has a snapshot named '{name}'") from None
+        return snapshot
+
+    def list_snapshots(
+        self, caller: Caller, memory_id: str, limit: int | None = None, cursor: str | None = None
+    ) -> Page:
+        self._ports.access(caller).require(memory_id, "read")
+        size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
+        found = sorted(self._ports.records.list_snapshots(caller.tenant, memory_id), key=lambda s: (s.time, s.id))
+        after = cursors.decode("snapshots", cursor)
+        if after is not None:
+            found = [s for s in found if [s.time, s.id] > after]
+        page = found[:size]
+        next_cursor = cursors.encode("snapshots", [page[-1].time, page[-1].id]) if len(found) > size else None
+        return Page(page, next_cursor)
+
+    def resolve_as_of(self, caller: Caller, memory_id: str, as_of: str) -> str:
+        """An RFC 3339 time, or the name of one of this memory's snapshots, as a canonical instant."""
+        if _looks_like_time(as_of):
+            return parse_instant(as_of, "as_of")
+        snapshot = self._ports.records.get_snapshot(caller.tenant, memory_id, as_of)
+        if snapshot is None:
+            raise MemoryInvalid(f"as_of must be an RFC 3339 time or a snapshot of this memory; no snapshot '{as_of}'")
+        return snapshot.time
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _candidates(
+        self, caller: Caller, memory_id: str, include: str, instant: str | None, after: str | None
+    ) -> Iterator[tuple[str, RecordVersion]]:
+        records = self._ports.records
+        if instant is None and include == "active":
+            yield from records.scan_active(caller.tenant, memory_id, after)
+            return
+        for position, version in records.scan_versions(caller.tenant, memory_id, after, instant):
+            if instant is not None:
+                if include == "active" and not version.held_at(instant):
+                    continue
+                version = version.as_of(instant)
+            yield position, version
+
+    def _find(self, caller: Caller, memory_id: str, record_id: str) -> RecordVersion:
+        record = None
+        if ID_PATTERN.match(record_id):
+            record = self._ports.records.get(caller.tenant, memory_id, record_id)
+        if record is None:
+            raise RecordNotFound(record_id)
+        return record
+
+    def _current_or_conflict(self, caller: Caller, memory_id: str, record_id: str) -> RecordVersion:
+        record = self._find(caller, memory_id, record_id)
+        if not record.is_current or record.status != "active":
+            raise self._conflict(caller, memory_id, record_id)
+        return record
+
+    def _conflict(self, caller: Caller, memory_id: str, record_id: str) -> MemoryConflict:
+        record = self._find(caller, memory_id, record_id)
+        latest = self._ports.records.chain(caller.tenant, record.chain_id)[-1]
+        if latest.status == "forgotten":
+            return MemoryConflict(
+                f"record {record_id} was forgotten; it can no longer change", current_record_id=latest.id
+            )
+        return MemoryConflict(
+            f"record {record_id} is not the current version; revise {latest.id} instead",
+            current_record_id=latest.id,
+        )
+
+    def _check_input(self, given: RecordInput) -> None:
+        if not TYPE_PATTERN.match(given.type) or len(given.type) > TYPE_CHARS:
+            raise MemoryInvalid(
+                "type must be a core type (episode, fact, note, procedure, link) or an extension name "
+                "such as x.calendar.event"
+            )
+        if isinstance(given.content, dict):
+            if "file" in given.content:
+                raise MemoryUnsupported("file content is not supported by this provider yet")
+            raise MemoryInvalid("content is text, or a file reference {\"file\": {\"id\": ...}}")
+        if not isinstance(given.content, str):
+            raise MemoryInvalid("content is text")
+        if len(given.content.encode()) > CONTENT_BYTES:
+            raise MemoryInvalid(f"content is at most {CONTENT_BYTES} bytes of UTF-8 text")
+        if len(json.dumps(given.attributes, separators=(",", ":")).encode()) > ATTRIBUTES_JSON_BYTES:
+            raise MemoryInvalid(f"attributes are at most {ATTRIBUTES_JSON_BYTES} bytes of JSON")
+        if given.valid_from and given.valid_to and given.valid_to < given.valid_from:
+            raise MemoryInvalid("time.valid_to is before time.valid_from")
+        if len(given.references) > REFERENCES_MAX:
+            raise MemoryInvalid(f"a record has at most {REFERENCES_MAX} references")
+        for ref in given.references:
+            if not ID_PATTERN.match(ref.get("memory_id", "")) or not ID_PATTERN.match(ref.get("record_id", "")):
+                raise MemoryInvalid("a reference names memory_id (hmem_...) and record_id (hrec_...)")
+
+    def _view(self, access: AccessView, record: RecordVersion) -> RecordView:
+        return RecordView(record, [self._resolve(access, ref) for ref in record.references])
+
+    def _resolve(self, access: AccessView, ref: dict[str, str]) -> dict[str, Any]:
+        """A reference as this reader may see it: followable only with read on the target memory,
+        and otherwise indistinguishable from a reference to nothing (§4.2, §13)."""
+        memory_id, record_id = ref["memory_id"], ref["record_id"]
+        if "read" in access.privileges(memory_id):
+            target = self._ports.records.get(access.caller.tenant, memory_id, record_id)
+            if target is not None:
+                return {"rel": ref.get("rel", "related"), "memory_id": memory_id, "record_id": record_id,
+                        "available": True}
+        return {"memory_id": memory_id, "record_id": record_id, "available": False}
+
+
+def _looks_like_time(value: str) -> bool:
+    return bool(re.match(r"^\d{4}-\d{2}-\d{2}", value))

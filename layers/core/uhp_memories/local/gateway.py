@@ -1,0 +1,202 @@
+"""A small local API Gateway: builds REST proxy events, calls the authorizer exactly as API Gateway
+would, then the function that owns the route. The functions are the deployed code, unchanged."""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+import re
+import threading
+import uuid
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from uhp_memories.api.routes import ROUTES, Route
+
+MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
+STAGE = "local"
+
+
+@dataclass
+class LambdaContext:
+    """What Lambda hands a handler, as much as Powertools reads of it."""
+
+    function_name: str
+    aws_request_id: str
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:local:000000000000:function:local"
+    log_group_name: str = "/aws/lambda/local"
+    log_stream_name: str = "local"
+    function_version: str = "$LATEST"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 29_000
+
+
+@dataclass(frozen=True)
+class CompiledRoute:
+    route: Route
+    pattern: re.Pattern[str]
+    literal_segments: int
+
+
+def _compile(route: Route) -> CompiledRoute:
+    segments = route.path.strip("/").split("/")
+    regex = "".join(
+        "/(?P<%s>[^/]+)" % s[1:-1] if s.startswith("{") else "/" + re.escape(s) for s in segments
+    )
+    literal = sum(1 for s in segments if not s.startswith("{"))
+    return CompiledRoute(route, re.compile(f"^{regex}$"), literal)
+
+
+# API Gateway prefers literal path segments over parameters (/v1/memories/types over {memory_id}).
+COMPILED = sorted((_compile(r) for r in ROUTES), key=lambda c: -c.literal_segments)
+
+
+def match(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+    for compiled in COMPILED:
+        found = compiled.pattern.match(path)
+        if found and compiled.route.method == method:
+            return compiled.route, found.groupdict()
+    return None
+
+
+def _handler(function: str) -> Any:
+    return importlib.import_module(f"functions.{function}.handler").lambda_handler
+
+
+def _answer(status: int, code: str, message: str) -> dict[str, Any]:
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps({"error": {"code": code, "message": message}}),
+    }
+
+
+def invoke(method: str, raw_path: str, headers: dict[str, str], body: bytes | None) -> dict[str, Any]:
+    """One request through authorizer and function, as API Gateway runs it."""
+    split = urlsplit(raw_path)
+    path = split.path.rstrip("/") or "/"
+    matched = match(method, path)
+    if matched is None:
+        # API Gateway answers unknown routes itself (MISSING_AUTHENTICATION_TOKEN, mapped to 404).
+        return _answer(404, "not_found", "no such route")
+    route, params = matched
+    query = parse_qs(split.query, keep_blank_values=True)
+    request_id = str(uuid.uuid4())
+    method_arn = f"arn:aws:execute-api:local:000000000000:local/{STAGE}/{method}{path}"
+    request_context: dict[str, Any] = {
+        "resourcePath": route.path,
+        "httpMethod": method,
+        "path": f"/{STAGE}{path}",
+        "stage": STAGE,
+        "requestId": request_id,
+        "identity": {"sourceIp": "127.0.0.1"},
+        "accountId": "000000000000",
+        "apiId": "local",
+    }
+    authorizer_event = {
+        "type": "REQUEST",
+        "methodArn": method_arn,
+        "resource": route.path,
+        "path": path,
+        "httpMethod": method,
+        "headers": headers,
+        "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
+        "pathParameters": params or None,
+        "requestContext": request_context,
+    }
+    try:
+        policy = _handler("authorizer")(authorizer_event, LambdaContext("uhp-memories-authorizer", request_id))
+    except Exception:
+        # API Gateway's UNAUTHORIZED gateway response, with this API's error body.
+        return _answer(401, "unauthenticated", "missing or unknown API key (header x-api-key)")
+    if policy["policyDocument"]["Statement"][0]["Effect"] != "Allow":
+        return _answer(403, "forbidden", "the authorizer denied this request")
+    text_body = None
+    is_base64 = False
+    if body:
+        try:
+            text_body = body.decode()
+        except UnicodeDecodeError:
+            text_body, is_base64 = base64.b64encode(body).decode(), True
+    event = {
+        "resource": route.path,
+        "path": path,
+        "httpMethod": method,
+        "headers": headers,
+        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
+        "multiValueQueryStringParameters": query or None,
+        "pathParameters": params or None,
+        "stageVariables": None,
+        "requestContext": {**request_context, "authorizer": {**policy["context"], "principalId": policy["principalId"]}},
+        "body": text_body,
+        "isBase64Encoded": is_base64,
+    }
+    return _handler(route.function)(event, LambdaContext(f"uhp-memories-{route.function}", request_id))
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "uhp-memories-local"
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            self._send({"statusCode": 413, "body": json.dumps({"error": {"code": "request_too_large",
+                        "message": "the request body is larger than 10 MiB"}})})
+            return
+        body = self.rfile.read(length) if length else None
+        headers = {k: v for k, v in self.headers.items()}
+        try:
+            answer = invoke(self.command, self.path, headers, body)
+        except Exception:
+            answer = _answer(500, "internal_error", "the local gateway failed")
+        self._send(answer)
+
+    def _send(self, answer: dict[str, Any]) -> None:
+        raw = answer.get("body") or ""
+        payload = base64.b64decode(raw) if answer.get("isBase64Encoded") else raw.encode()
+        self.send_response(int(answer.get("statusCode", 200)))
+        headers = dict(answer.get("headers") or {})
+        headers.setdefault("Content-Type", "application/json")
+        for key, value in headers.items():
+            if key.lower() not in ("content-length", "connection"):
+                self.send_header(key, str(value))
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        # Quiet by default: a request line may carry a record id, never content, but keep it terse.
+        pass
+
+
+class LocalGateway:
+    def __init__(self, host: str = "127.0.0.1", port: int = 8080) -> None:
+        self.server = ThreadingHTTPServer((host, port), _RequestHandler)
+        self.server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start_background(self) -> LocalGateway:
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self.server.serve_forever()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,111 @@
+"""AWS in process, with moto: tables created from the shared definitions, keys loaded hashed."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from uhp_memories import bootstrap
+from uhp_memories.adapters.dynamodb.apikeys import hash_key
+from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE, KEYS_TABLE, MAIN_TABLE
+from uhp_memories.settings import Settings
+
+
+class SerializedClient:
+    """A boto3 client whose calls run one at a time. moto's backends are not thread-safe, while real
+    DynamoDB makes each call atomic; serializing each call (never a whole request) keeps that
+    guarantee and still lets concurrent requests interleave between calls, as they do in AWS."""
+
+    _lock = threading.RLock()
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if not callable(attribute) or name.startswith("_"):
+            return attribute
+
+        def serialized(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attribute(*args, **kwargs)
+
+        return serialized
+
+
+@dataclass(frozen=True)
+class KeyEntry:
+    key: str
+    tenant: str
+    principal: str
+    groups: tuple[str, ...] = ()
+
+
+def load_keys_file(path: str | Path) -> list[KeyEntry]:
+    """A keys file: {"keys": [{"key", "tenant", "principal", "groups"}]}."""
+    data = json.loads(Path(path).read_text())
+    entries = []
+    for raw in data.get("keys", []):
+        entries.append(
+            KeyEntry(str(raw["key"]), str(raw["tenant"]), str(raw["principal"]), tuple(raw.get("groups", [])))
+        )
+    if not entries:
+        raise ValueError(f"{path} holds no keys")
+    return entries
+
+
+def dev_key() -> KeyEntry:
+    return KeyEntry("uhp_dev_" + secrets.token_hex(16), "dev", "user:dev")
+
+
+class LocalAws:
+    """Starts moto, creates the tables and installs a container that uses them."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self._mock: Any = None
+        self.container: bootstrap.Container | None = None
+
+    def start(self) -> LocalAws:
+        for name, value in (
+            ("AWS_ACCESS_KEY_ID", "local"),
+            ("AWS_SECRET_ACCESS_KEY", "local"),
+            ("AWS_SESSION_TOKEN", "local"),
+            ("AWS_DEFAULT_REGION", self.settings.region),
+        ):
+            os.environ.setdefault(name, value)
+        os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+        import boto3
+        from moto import mock_aws
+
+        self._mock = mock_aws()
+        self._mock.start()
+        raw = boto3.client("dynamodb", region_name=self.settings.region)
+        for spec, name in (
+            (MAIN_TABLE, self.settings.table_name),
+            (KEYS_TABLE, self.settings.keys_table_name),
+            (IDEMPOTENCY_TABLE, self.settings.idempotency_table_name),
+        ):
+            raw.create_table(**spec.create_table_kwargs(name))
+        self.container = bootstrap.build(self.settings, SerializedClient(raw))
+        bootstrap.install(self.container)
+        return self
+
+    def add_keys(self, entries: Sequence[KeyEntry]) -> None:
+        assert self.container is not None
+        for index, entry in enumerate(entries):
+            self.container.keys.put(
+                hash_key(entry.key), f"key_{index:04d}", entry.tenant, entry.principal, entry.groups
+            )
+
+    def stop(self) -> None:
+        bootstrap.install(None)
+        if self._mock is not None:
+            self._mock.stop()
+            self._mock = None

@@ -1,0 +1,138 @@
+"""Ports: what the domain needs from the outside world. Adapters implement them (DynamoDB, in-memory)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+from uhp_memories.domain.models import Grant, Memory, RecordVersion, Snapshot
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int:
+        """Milliseconds since the epoch, from the server's clock."""
+        ...
+
+
+class IdGenerator(Protocol):
+    def new(self, prefix: str) -> str:
+        """A new id: `prefix` + 32 hex characters."""
+        ...
+
+
+class MemoryRepository(Protocol):
+    """The memory tree and its grants. Every method is scoped to one tenant by its first argument."""
+
+    def get(self, tenant: str, memory_id: str) -> Memory | None:
+        """A memory, including one being deleted (callers check `deleting`)."""
+        ...
+
+    def children(self, tenant: str, parent_id: str) -> list[Memory]:
+        """The direct children of a memory, oldest first."""
+        ...
+
+    def create(self, memory: Memory, creator_grant: Grant) -> None:
+        """Create a memory and its creator's implicit grant in one transaction.
+
+        Raises TreeChanged when the parent is missing or being deleted."""
+        ...
+
+    def update(self, memory: Memory, expected_parent_id: str | None, parent_chain: Sequence[Memory]) -> None:
+        """Replace a memory's client fields.
+
+        `parent_chain` is the new parent and its ancestors as read; the write fails with TreeChanged
+        if the memory's parent is no longer `expected_parent_id` or any node of the chain moved, so two
+        concurrent moves can never build a cycle."""
+        ...
+
+    def grants_of(self, tenant: str, principal_ids: Sequence[str]) -> list[Grant]:
+        """Every grant held by any of these principals in the tenant."""
+        ...
+
+    def grants_on(self, tenant: str, memory_id: str) -> list[Grant]:
+        ...
+
+    def put_grant(self, grant: Grant) -> None:
+        """Raises TreeChanged when the memory is missing or being deleted."""
+        ...
+
+    def delete_grant(self, tenant: str, memory_id: str, grant_id: str) -> bool:
+        ...
+
+    def mark_deleting(self, tenant: str, memory_ids: Sequence[str]) -> None:
+        """Hide memories at once; the purge that follows may take longer."""
+        ...
+
+    def purge(self, tenant: str, memory_id: str) -> None:
+        """Remove a memory item and its grants (its records are purged by the record repository)."""
+        ...
+
+
+class RecordRepository(Protocol):
+    """Record versions, version chains and snapshots. Nothing here overwrites content."""
+
+    def get(self, tenant: str, memory_id: str, record_id: str) -> RecordVersion | None:
+        ...
+
+    def append_first(self, record: RecordVersion) -> None:
+        """Write the first version of a new record and count it on its memory, in one transaction.
+
+        Raises TreeChanged when the memory is missing or being deleted."""
+        ...
+
+    def append_revision(self, previous: RecordVersion, revision: RecordVersion) -> None:
+        """Close `previous` and write `revision`, in one transaction.
+
+        Raises StaleVersion when `previous` is no longer the current active version."""
+        ...
+
+    def close(self, current: RecordVersion, closed: RecordVersion) -> None:
+        """Close the current version (forget), uncounting it, in one transaction.
+
+        Raises StaleVersion when `current` is no longer the current active version."""
+        ...
+
+    def chain(self, tenant: str, chain_id: str) -> list[RecordVersion]:
+        """Every version of one record, oldest first."""
+        ...
+
+    def scan_active(self, tenant: str, memory_id: str, after: str | None) -> Iterator[tuple[str, RecordVersion]]:
+        """Current active versions, newest first, each with its position (an opaque resume point)."""
+        ...
+
+    def scan_versions(
+        self, tenant: str, memory_id: str, after: str | None, written_up_to: str | None
+    ) -> Iterator[tuple[str, RecordVersion]]:
+        """Every version, newest first, optionally only those written at or before an instant."""
+        ...
+
+    def put_snapshot(self, snapshot: Snapshot) -> None:
+        """Raises AlreadyExists when the memory already has a snapshot of that name."""
+        ...
+
+    def get_snapshot(self, tenant: str, memory_id: str, name: str) -> Snapshot | None:
+        ...
+
+    def list_snapshots(self, tenant: str, memory_id: str) -> list[Snapshot]:
+        ...
+
+    def purge_memory(self, tenant: str, memory_id: str) -> None:
+        """Remove every record version and snapshot of a memory."""
+        ...
+
+
+class ApiKeyRecord(Protocol):
+    tenant: str
+    principal: str
+    groups: tuple[str, ...]
+    key_id: str
+
+
+class KeyRepository(Protocol):
+    """API keys, stored by the SHA-256 of the key; the key itself is never stored."""
+
+    def find(self, key_hash: str) -> ApiKeyRecord | None:
+        ...
+
+    def put(self, key_hash: str, key_id: str, tenant: str, principal: str, groups: Sequence[str]) -> None:
+        ...
