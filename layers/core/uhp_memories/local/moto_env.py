@@ -99,10 +99,9 @@ class LocalAws:
 
     def add_keys(self, entries: Sequence[KeyEntry]) -> None:
         assert self.container is not None
-        for index, entry in enumerate(entries):
-            self.container.keys.put(
-                hash_key(entry.key), f"key_{index:04d}", entry.tenant, entry.principal, entry.groups
-            )
+        for entry in entries:
+            key_hash = hash_key(entry.key)
+            self.container.keys.put(key_hash, "key_" + key_hash[:12], entry.tenant, entry.principal, entry.groups)
 
     def stop(self) -> None:
         bootstrap.install(None)
