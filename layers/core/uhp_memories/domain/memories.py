@@ -101,7 +101,7 @@ class MemoryService:
             found = self._entry_points(access)
             kind = "entry"
         found.sort(key=lambda m: (m.created_at, m.id))
-        after = cursors.decode(kind, cursor)
+        after = cursors.decode(kind, cursor, (int, str))
         if after is not None:
             found = [m for m in found if [m.created_at, m.id] > after]
         page = found[:size]

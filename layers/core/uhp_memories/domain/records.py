@@ -183,7 +183,7 @@ class RecordService:
         wanted_types = set(types or [])
         instant = self.resolve_as_of(caller, memory_id, as_of) if as_of is not None else None
         kind = f"records:{include}:{instant or ''}"
-        after = cursors.decode(kind, cursor)
+        after = cursors.decode(kind, cursor, str)
         candidates = self._candidates(caller, memory_id, include, instant, after)
 
         page: list[RecordVersion] = []
@@ -211,7 +211,7 @@ class RecordService:
         size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
         record = self._find(caller, memory_id, record_id)
         chain = [v for v in self._ports.records.chain(caller.tenant, record.chain_id) if v.memory_id == memory_id]
-        after = cursors.decode("history", cursor)
+        after = cursors.decode("history", cursor, int)
         if after is not None:
             chain = [v for v in chain if v.version > after]
         page = chain[:size]
@@ -249,7 +249,7 @@ class RecordService:
         self._ports.access(caller).require(memory_id, "read")
         size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
         found = sorted(self._ports.records.list_snapshots(caller.tenant, memory_id), key=lambda s: (s.time, s.id))
-        after = cursors.decode("snapshots", cursor)
+        after = cursors.decode("snapshots", cursor, (str, str))
         if after is not None:
             found = [s for s in found if [s.time, s.id] > after]
         page = found[:size]
