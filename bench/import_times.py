@@ -26,7 +26,7 @@ def cold_import_us(module: str) -> int:
 def main() -> int:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     baseline = statistics.median(cold_import_us("json") for _ in range(runs))
-    print("| handler module | cold import (ms, median of %d) | ratio to `import boto3` |" % runs)
+    print(f"| handler module | cold import (ms, median of {runs}) | ratio to `import boto3` |")
     print("|---|---|---|")
     boto = statistics.median(cold_import_us("boto3") for _ in range(runs))
     for name in (*FUNCTIONS, "authorizer"):

@@ -4,7 +4,6 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
-
 from uhp_memories import bootstrap
 from uhp_memories.api import presenters, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
@@ -25,7 +24,8 @@ def handle_list_snapshots(
     cursor: Annotated[str | None, Query()] = None,
 ) -> Response[schemas.SnapshotList]:
     page = bootstrap.container().records.list_snapshots(caller_of(app), memory_id, limit, cursor)
-    return respond(schemas.SnapshotList(data=[presenters.snapshot(s) for s in page.items], next_cursor=page.next_cursor))
+    snapshots = [presenters.snapshot(s) for s in page.items]
+    return respond(schemas.SnapshotList(data=snapshots, next_cursor=page.next_cursor))
 
 
 lambda_handler = make_handler(app)

@@ -44,7 +44,8 @@ def test_readme_walkthrough_runs_as_written() -> None:
         assert answer.returncode == 0, answer.stderr
         out = answer.stdout
         assert '"principal":"user:bob"' in out
-        assert '"code": "memory_conflict"' in out and "current_record_id" in out
+        assert '"code": "memory_conflict"' in out
+        assert "current_record_id" in out
         assert out.count('"object":"memory.record"') >= 3  # history (2 versions) + as_of (1)
         assert "Acme renews in March." in out.split('"code": "memory_conflict"')[1]  # history and as_of
         assert '"code": "memory_forbidden"' in out

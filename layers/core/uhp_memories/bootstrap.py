@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from uhp_memories.adapters.dynamodb.apikeys import DynamoKeyRepository
+from uhp_memories.adapters.dynamodb.harnesses import DynamoAttachmentRepository
 from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
 from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
 from uhp_memories.adapters.dynamodb.table import DynamoTable
 from uhp_memories.adapters.system import RandomIds, SystemClock
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.grants import GrantService
+from uhp_memories.domain.harnesses import HarnessService
 from uhp_memories.domain.memories import MemoryService
 from uhp_memories.domain.records import RecordService
 from uhp_memories.settings import Settings
@@ -29,6 +31,7 @@ class Container:
     memories: MemoryService
     grants: GrantService
     records: RecordService
+    harnesses: HarnessService
     keys: DynamoKeyRepository
 
 
@@ -47,6 +50,7 @@ def build(settings: Settings, dynamodb_client: Any) -> Container:
         memories=MemoryService(ports),
         grants=GrantService(ports),
         records=RecordService(ports),
+        harnesses=HarnessService(ports, DynamoAttachmentRepository(table)),
         keys=DynamoKeyRepository(dynamodb_client, settings.keys_table_name),
     )
 

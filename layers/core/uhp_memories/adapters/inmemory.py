@@ -169,3 +169,21 @@ class InMemoryRecordRepository:
                 del self.versions[key]
             for key in [k for k in self.snapshots if k[:2] == (tenant, memory_id)]:
                 del self.snapshots[key]
+
+
+class InMemoryAttachmentRepository:
+    def __init__(self, memories: InMemoryMemoryRepository) -> None:
+        self.memories = memories
+        self.lists: dict[tuple[str, str], list] = {}
+
+    def get(self, tenant: str, harness_id: str) -> list | None:
+        return self.lists.get((tenant, harness_id))
+
+    def replace(self, tenant: str, harness_id: str, attachments: Sequence, grants: Sequence[Grant]) -> None:
+        with self.memories.lock:
+            for grant in grants:
+                if not self.memories._live(tenant, grant.memory_id):
+                    raise TreeChanged(grant.memory_id)
+            for grant in grants:
+                self.memories.grants[(tenant, grant.id)] = grant
+            self.lists[(tenant, harness_id)] = list(attachments)

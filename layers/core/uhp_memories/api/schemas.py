@@ -65,8 +65,8 @@ class MemoryOut(BaseModel):
     privileges: list[str]
     records: Count
     children: Count
-    createdAt: int  # noqa: N815 - the spec's field name
-    updatedAt: int  # noqa: N815
+    createdAt: int
+    updatedAt: int
 
 
 class MemoryList(BaseModel):
@@ -96,7 +96,7 @@ class GrantOut(BaseModel):
     principal: str
     privileges: list[str]
     implicit: bool
-    createdAt: int  # noqa: N815
+    createdAt: int
     created_by: str
 
 
@@ -208,3 +208,28 @@ class ProviderList(BaseModel):
 
 class TypeList(BaseModel):
     data: list[dict[str, Any]]
+
+
+# -- harnesses ---------------------------------------------------------------------------------
+
+
+class AttachmentIn(Strict):
+    memory_id: str
+    access: Literal["read", "write"]
+    default: bool = False
+
+
+class AttachmentsIn(Strict):
+    memories: list[AttachmentIn] = Field(max_length=50)
+
+
+class AttachmentOut(BaseModel):
+    memory_id: str
+    access: str
+    default: bool
+
+
+class AttachmentsOut(BaseModel):
+    object: Literal["harness.memories"] = "harness.memories"
+    harness_id: str
+    memories: list[AttachmentOut]

@@ -74,7 +74,8 @@ def _parse_condition(raw: dict[str, Any]) -> Condition:
         raise MemoryInvalid(f"unknown filter keys: {sorted(unknown)}")
     field, op = raw.get("field"), raw.get("op", "eq")
     if not isinstance(field, str) or not _field_allowed(field):
-        raise MemoryInvalid("filter field must be 'type', 'attributes.<name>' or 'time.<" + "|".join(TIME_FIELDS) + ">'")
+        allowed = "|".join(TIME_FIELDS)
+        raise MemoryInvalid(f"filter field must be 'type', 'attributes.<name>' or 'time.<{allowed}>'")
     if op not in OPERATORS:
         raise MemoryInvalid(f"filter op must be one of {list(OPERATORS)}")
     value = raw.get("value")

@@ -25,7 +25,7 @@ from uhp_memories.domain.errors import (
     StaleVersion,
     TreeChanged,
 )
-from uhp_memories.domain.filters import Filter, matches, parse_filter
+from uhp_memories.domain.filters import matches, parse_filter
 from uhp_memories.domain.limits import (
     ATTRIBUTES_JSON_BYTES,
     CONTENT_BYTES,

@@ -25,7 +25,7 @@ def parse_instant(value: str, field: str = "time") -> str:
     if moment.tzinfo is None or "T" not in value.upper():
         raise MemoryInvalid(f"{field} must be an RFC 3339 time with a time zone, such as 2026-10-01T17:02:11Z")
     try:
-        return format_ms(int(round(moment.timestamp() * 1000)))
+        return format_ms(round(moment.timestamp() * 1000))
     except (ValueError, OverflowError, OSError):
         # In range as written but not once moved to UTC (0001-01-01T00:00:00+01:00).
         raise MemoryInvalid(f"{field} is outside the years 0001 to 9999 in UTC") from None

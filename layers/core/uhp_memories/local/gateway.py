@@ -45,9 +45,7 @@ class CompiledRoute:
 
 def _compile(route: Route) -> CompiledRoute:
     segments = route.path.strip("/").split("/")
-    regex = "".join(
-        "/(?P<%s>[^/]+)" % s[1:-1] if s.startswith("{") else "/" + re.escape(s) for s in segments
-    )
+    regex = "".join(f"/(?P<{s[1:-1]}>[^/]+)" if s.startswith("{") else "/" + re.escape(s) for s in segments)
     literal = sum(1 for s in segments if not s.startswith("{"))
     return CompiledRoute(route, re.compile(f"^{regex}$"), literal)
 
@@ -133,7 +131,10 @@ def invoke(method: str, raw_path: str, headers: dict[str, str], body: bytes | No
         "multiValueQueryStringParameters": query or None,
         "pathParameters": params or None,
         "stageVariables": None,
-        "requestContext": {**request_context, "authorizer": {**policy["context"], "principalId": policy["principalId"]}},
+        "requestContext": {
+            **request_context,
+            "authorizer": {**policy["context"], "principalId": policy["principalId"]},
+        },
         "body": text_body,
         "isBase64Encoded": is_base64,
     }
@@ -173,7 +174,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         # Quiet by default: a request line may carry a record id, never content, but keep it terse.
         pass
 

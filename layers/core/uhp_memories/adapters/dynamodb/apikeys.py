@@ -40,6 +40,12 @@ class DynamoKeyRepository:
         self._client.put_item(
             TableName=self._table,
             Item=to_dynamo(
-                {"key_hash": key_hash, "key_id": key_id, "tenant": tenant, "principal": principal, "groups": list(groups)}
+                {
+                    "key_hash": key_hash,
+                    "key_id": key_id,
+                    "tenant": tenant,
+                    "principal": principal,
+                    "groups": list(groups),
+                }
             ),
         )

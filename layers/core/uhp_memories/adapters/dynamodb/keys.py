@@ -56,3 +56,7 @@ def time_sk(written_at: str, record_id: str) -> str:
 
 def snapshot_sk(name: str) -> str:
     return f"S#{name}"
+
+
+def harness_pk(tenant: str, harness_id: str) -> str:
+    return f"T#{tenant}#H#{harness_id}"
