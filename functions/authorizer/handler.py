@@ -8,6 +8,7 @@ API Gateway calls this before every route; the local gateway calls it the same w
 from typing import Any
 
 from aws_lambda_powertools import Logger
+
 from uhp_memories import bootstrap
 from uhp_memories.adapters.dynamodb.apikeys import hash_key
 

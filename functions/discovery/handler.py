@@ -1,6 +1,7 @@
 """Discovery (§10.2, §11): capabilities, providers and types."""
 
 from aws_lambda_powertools.event_handler import Response
+
 from uhp_memories.api import schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
 from uhp_memories.domain import capabilities

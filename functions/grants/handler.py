@@ -1,6 +1,7 @@
 """Grants (§3.1): who holds what on a memory."""
 
 from aws_lambda_powertools.event_handler import Response
+
 from uhp_memories import bootstrap
 from uhp_memories.api import presenters, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond

@@ -1,6 +1,7 @@
 """Attaching memories to a harness (§9): PUT replaces the list (attaching is granting), GET reads it."""
 
 from aws_lambda_powertools.event_handler import Response
+
 from uhp_memories import bootstrap
 from uhp_memories.api import schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond

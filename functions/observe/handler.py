@@ -1,7 +1,33 @@
-"""The observe function: observe is not implemented yet, so every route answers memory_unsupported."""
+"""Observe (§5.1): append raw episodes. The native provider derives nothing and keeps every episode,
+so it answers 200 with the records at once and never makes a job."""
 
-from uhp_memories.api.app import make_handler
-from uhp_memories.api.unsupported import unsupported_resolver
+from aws_lambda_powertools.event_handler import Response
 
-app = unsupported_resolver("observe", "observe")
+from uhp_memories import bootstrap
+from uhp_memories.api import inputs, presenters, schemas
+from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
+from uhp_memories.domain.errors import DomainError
+
+app = make_resolver()
+
+
+class JobNotFound(DomainError):
+    code = "memory_job_not_found"
+    status = 404
+
+
+@app.post("/v1/memories/<memory_id>/observe", summary="Append episodes", tags=["observe"])
+def handle_observe(memory_id: str, body: schemas.ObserveIn) -> Response[schemas.ObserveOut]:
+    episodes = [inputs.record_input("episode", e.content, e.attributes, e.time, e.references) for e in body.episodes]
+    views = bootstrap.container().records.observe(caller_of(app), memory_id, episodes)
+    return respond(schemas.ObserveOut(records=[presenters.record(v) for v in views]))
+
+
+@app.get("/v1/memories/<memory_id>/jobs/<job_id>", summary="An observe job (none: observe answers at once)",
+         tags=["observe"])
+def handle_get_job(memory_id: str, job_id: str) -> Response[schemas.ObserveOut]:
+    bootstrap.container().ports.access(caller_of(app)).require(memory_id, "read")
+    raise JobNotFound(f"job {job_id} not found: this provider answers observe at once and makes no jobs")
+
+
 lambda_handler = make_handler(app)

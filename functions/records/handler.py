@@ -5,40 +5,18 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
+
 from uhp_memories import bootstrap
-from uhp_memories.api import presenters, schemas
+from uhp_memories.api import inputs, presenters, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
 from uhp_memories.domain.errors import MemoryInvalid
-from uhp_memories.domain.records import RecordInput
-from uhp_memories.domain.timefmt import parse_instant
 
 app = make_resolver()
 
 
-def _validity(time: schemas.TimeIn | None) -> dict[str, str | None]:
-    if time is None:
-        return {}
-    return {
-        field: (parse_instant(value, f"time.{field}") if value else None)
-        for field, value in ((f, getattr(time, f)) for f in time.model_fields_set)
-    }
-
-
-def _references(refs: list[schemas.ReferenceIn]) -> tuple[dict[str, str], ...]:
-    return tuple(ref.model_dump() for ref in refs)
-
-
 @app.post("/v1/memories/<memory_id>/records", summary="Remember: write one record as stated", tags=["records"])
 def handle_remember(memory_id: str, body: schemas.RecordCreate) -> Response[schemas.RecordOut]:
-    validity = _validity(body.time)
-    given = RecordInput(
-        type=body.type,
-        content=body.content,
-        attributes=body.attributes,
-        valid_from=validity.get("valid_from"),
-        valid_to=validity.get("valid_to"),
-        references=_references(body.references),
-    )
+    given = inputs.record_input(body.type, body.content, body.attributes, body.time, body.references)
     view = bootstrap.container().records.remember(caller_of(app), memory_id, given)
     return respond(presenters.record(view), 201)
 
@@ -90,9 +68,9 @@ def handle_revise_record(memory_id: str, record_id: str, body: schemas.RecordRev
         if value is None:
             raise MemoryInvalid(f"{field} cannot be null")
         changes[field] = value
-    changes.update(_validity(body.time))
+    changes.update(inputs.validity(body.time))
     if "references" in body.model_fields_set:
-        changes["references"] = _references(body.references or [])
+        changes["references"] = inputs.references(body.references or [])
     view = bootstrap.container().records.revise(caller_of(app), memory_id, record_id, changes)
     return respond(presenters.record(view))
 

@@ -4,6 +4,7 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
+
 from uhp_memories import bootstrap
 from uhp_memories.api import presenters, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond

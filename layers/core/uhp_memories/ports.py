@@ -80,6 +80,12 @@ class RecordRepository(Protocol):
         Raises TreeChanged when the memory is missing or being deleted."""
         ...
 
+    def append_many(self, records: Sequence[RecordVersion]) -> None:
+        """Write the first versions of several new records of one memory, counted, in one transaction.
+
+        Raises TreeChanged when the memory is missing or being deleted."""
+        ...
+
     def append_revision(self, previous: RecordVersion, revision: RecordVersion) -> None:
         """Close `previous` and write `revision`, in one transaction.
 

@@ -100,11 +100,16 @@ class InMemoryRecordRepository:
         return self.versions.get((tenant, memory_id, record_id))
 
     def append_first(self, record: RecordVersion) -> None:
+        self.append_many([record])
+
+    def append_many(self, records: Sequence[RecordVersion]) -> None:
         with self.memories.lock:
-            if not self.memories._live(record.tenant, record.memory_id):
-                raise TreeChanged(record.memory_id)
-            self.versions[(record.tenant, record.memory_id, record.id)] = record
-            self.memories.adjust_count(record.tenant, record.memory_id, +1)
+            first = records[0]
+            if not self.memories._live(first.tenant, first.memory_id):
+                raise TreeChanged(first.memory_id)
+            for record in records:
+                self.versions[(record.tenant, record.memory_id, record.id)] = record
+            self.memories.adjust_count(first.tenant, first.memory_id, len(records))
 
     def _check_current(self, version: RecordVersion) -> None:
         stored = self.versions.get((version.tenant, version.memory_id, version.id))

@@ -174,6 +174,21 @@ class RecordList(BaseModel):
     next_cursor: str | None
 
 
+class EpisodeIn(Strict):
+    content: str
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    time: TimeIn | None = None
+    references: list[ReferenceIn] = Field(default_factory=list)
+
+
+class ObserveIn(Strict):
+    episodes: list[EpisodeIn] = Field(min_length=1, max_length=50)
+
+
+class ObserveOut(BaseModel):
+    records: list[RecordOut]
+
+
 class SnapshotCreate(Strict):
     name: str = Field(min_length=1, max_length=100)
     message: str = Field(default="", max_length=2000)

@@ -18,7 +18,8 @@ def native_provider() -> dict[str, Any]:
         # and write and checks it on every record fetched by id.
         "isolation": "enforced_filter",
         "derivation": "none",
-        "observe": False,
+        # Episodes are kept as records as they arrive; nothing is derived, so observe answers at once.
+        "observe": {"keeps_episodes": True, "answers": "records"},
         "recall": False,
         "history": {"content": "versions", "structure": "none"},
         "snapshots": True,

@@ -42,6 +42,8 @@ from uhp_memories.domain.timefmt import format_ms, parse_instant
 TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_][a-z0-9_\-]*)*$")
 ID_PATTERN = re.compile(r"^[a-z]+_[0-9a-f]{32}$")
 INCLUDE_VALUES = ("active", "all")
+# One transaction holds at most 100 items: the episodes and the memory's counter.
+OBSERVE_MAX = 50
 
 
 @dataclass(frozen=True)
@@ -72,31 +74,31 @@ class RecordService:
         access = self._ports.access(caller)
         access.require(memory_id, "write")
         self._check_input(given)
-        record_id = self._ports.ids.new("hrec_")
-        record = RecordVersion(
-            tenant=caller.tenant,
-            memory_id=memory_id,
-            id=record_id,
-            chain_id=record_id,
-            version=1,
-            type=given.type,
-            content=given.content,
-            attributes=given.attributes,
-            status="active",
-            supersedes=None,
-            superseded_by=None,
-            valid_from=given.valid_from,
-            valid_to=given.valid_to,
-            written_at=format_ms(self._ports.clock.now_ms()),
-            invalidated_at=None,
-            written_by=caller.written_by,
-            references=given.references,
-        )
+        record = self._first_version(caller, memory_id, given, format_ms(self._ports.clock.now_ms()))
         try:
             self._ports.records.append_first(record)
         except TreeChanged:
             raise MemoryNotFound(memory_id) from None
         return self._view(access, record)
+
+    def observe(self, caller: Caller, memory_id: str, episodes: list[RecordInput]) -> list[RecordView]:
+        """Append raw episodes (§5.1). The native provider derives nothing (derivation: none) and
+        keeps every episode as a record, so it answers at once with the records written."""
+        access = self._ports.access(caller)
+        access.require(memory_id, "write")
+        if not 1 <= len(episodes) <= OBSERVE_MAX:
+            raise MemoryInvalid(f"observe takes 1 to {OBSERVE_MAX} episodes")
+        written_at = format_ms(self._ports.clock.now_ms())
+        for given in episodes:
+            if given.type != "episode":
+                raise MemoryInvalid("observe takes episodes; remember writes other types")
+            self._check_input(given)
+        records = [self._first_version(caller, memory_id, given, written_at) for given in episodes]
+        try:
+            self._ports.records.append_many(records)
+        except TreeChanged:
+            raise MemoryNotFound(memory_id) from None
+        return [self._view(access, record) for record in records]
 
     def revise(self, caller: Caller, memory_id: str, record_id: str, changes: dict[str, Any]) -> RecordView:
         """Append a new version. `changes` holds only the fields the caller sent."""
@@ -146,6 +148,28 @@ class RecordService:
         except StaleVersion:
             raise self._conflict(caller, memory_id, record_id) from None
         return self._view(access, closed)
+
+    def _first_version(self, caller: Caller, memory_id: str, given: RecordInput, written_at: str) -> RecordVersion:
+        record_id = self._ports.ids.new("hrec_")
+        return RecordVersion(
+            tenant=caller.tenant,
+            memory_id=memory_id,
+            id=record_id,
+            chain_id=record_id,
+            version=1,
+            type=given.type,
+            content=given.content,
+            attributes=given.attributes,
+            status="active",
+            supersedes=None,
+            superseded_by=None,
+            valid_from=given.valid_from,
+            valid_to=given.valid_to,
+            written_at=written_at,
+            invalidated_at=None,
+            written_by=caller.written_by,
+            references=given.references,
+        )
 
     # -- reads -------------------------------------------------------------------------------
 

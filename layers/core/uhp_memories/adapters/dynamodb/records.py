@@ -3,7 +3,7 @@ version (on condition that it is still current), put the new one, check the memo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.items import record_from, record_item, snapshot_from, snapshot_item
@@ -37,12 +37,15 @@ class DynamoRecordRepository:
         )
 
     def append_first(self, record: RecordVersion) -> None:
+        self.append_many([record])
+
+    def append_many(self, records: Sequence[RecordVersion]) -> None:
+        operations = [self._table.put_op(record_item(r), "attribute_not_exists(PK)") for r in records]
+        operations.append(self._count(records[0], len(records)))
         try:
-            self._table.transact(
-                [self._table.put_op(record_item(record), "attribute_not_exists(PK)"), self._count(record, +1)]
-            )
+            self._table.transact(operations)
         except ConditionFailed:
-            raise TreeChanged(record.memory_id) from None
+            raise TreeChanged(records[0].memory_id) from None
 
     def _close_op(self, closed: RecordVersion) -> dict:
         assignments = "SET #status = :status, invalidated_at = :at"
