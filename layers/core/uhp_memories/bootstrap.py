@@ -10,12 +10,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from uhp_memories.adapters.dynamodb.apikeys import DynamoKeyRepository
+from uhp_memories.adapters.dynamodb.files import DynamoFileRepository
 from uhp_memories.adapters.dynamodb.harnesses import DynamoAttachmentRepository
 from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
 from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
 from uhp_memories.adapters.dynamodb.table import DynamoTable
+from uhp_memories.adapters.s3 import S3ObjectStore
 from uhp_memories.adapters.system import RandomIds, SystemClock
 from uhp_memories.domain.context import Ports
+from uhp_memories.domain.files import FileService
 from uhp_memories.domain.grants import GrantService
 from uhp_memories.domain.harnesses import HarnessService
 from uhp_memories.domain.memories import MemoryService
@@ -32,25 +35,29 @@ class Container:
     grants: GrantService
     records: RecordService
     harnesses: HarnessService
+    files: FileService
     keys: DynamoKeyRepository
 
 
-def build(settings: Settings, dynamodb_client: Any) -> Container:
+def build(settings: Settings, dynamodb_client: Any, s3_client: Any, s3_presign_client: Any | None = None) -> Container:
     table = DynamoTable(dynamodb_client, settings.table_name)
+    objects = S3ObjectStore(s3_client, settings.files_bucket, s3_presign_client)
     ports = Ports(
         memories=DynamoMemoryRepository(table),
         records=DynamoRecordRepository(table),
         clock=SystemClock(),
         ids=RandomIds(),
     )
+    files = FileService(ports, objects, DynamoFileRepository(table))
     return Container(
         settings=settings,
         dynamodb=dynamodb_client,
         ports=ports,
-        memories=MemoryService(ports),
+        memories=MemoryService(ports, objects),
         grants=GrantService(ports),
-        records=RecordService(ports),
+        records=RecordService(ports, files),
         harnesses=HarnessService(ports, DynamoAttachmentRepository(table)),
+        files=files,
         keys=DynamoKeyRepository(dynamodb_client, settings.keys_table_name),
     )
 
@@ -67,8 +74,13 @@ def install(container: Container | None) -> None:
 def container() -> Container:
     global _container
     if _container is None:
-        import boto3  # deferred: a cold start pays for the client only when a request needs it
+        import boto3  # deferred: a cold start pays for the clients only when a request needs them
+        from botocore.config import Config
 
         settings = Settings.from_env()
-        _container = build(settings, boto3.client("dynamodb", region_name=settings.region))
+        _container = build(
+            settings,
+            boto3.client("dynamodb", region_name=settings.region),
+            boto3.client("s3", region_name=settings.region, config=Config(signature_version="s3v4")),
+        )
     return _container

@@ -13,6 +13,9 @@ class Settings(BaseModel):
     idempotency_table_name: str = Field(default="uhp-memories-idempotency")
     region: str = Field(default="us-east-1")
     idempotency_seconds: int = Field(default=24 * 3600, ge=60)
+    files_bucket: str = Field(default="uhp-memories-files")
+    # Where presigned S3 addresses point; None means the regional S3 endpoint (AWS).
+    s3_public_endpoint: str | None = None
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -23,4 +26,5 @@ class Settings(BaseModel):
             idempotency_table_name=env.get("UHP_IDEMPOTENCY_TABLE_NAME", "uhp-memories-idempotency"),
             region=env.get("AWS_REGION", env.get("AWS_DEFAULT_REGION", "us-east-1")),
             idempotency_seconds=int(env.get("UHP_IDEMPOTENCY_SECONDS", str(24 * 3600))),
+            files_bucket=env.get("UHP_FILES_BUCKET", "uhp-memories-files"),
         )

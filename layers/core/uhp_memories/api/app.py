@@ -20,7 +20,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyValidationError,
 )
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from uhp_memories import bootstrap
 from uhp_memories.api.errors import JSON, describe_validation_errors, error_dict, error_response
@@ -52,6 +52,11 @@ def make_resolver() -> APIGatewayRestResolver:
         if any(e.get("type") == "json_invalid" for e in errors):
             return error_response(400, "invalid_request", "the request body is not valid JSON")
         return error_response(422, "memory_invalid", describe_validation_errors(errors))
+
+    @app.exception_handler(ValidationError)
+    def handle_model_error(error: ValidationError) -> Response:
+        # A body a handler validates itself (one whose shape depends on its content type).
+        return error_response(422, "memory_invalid", describe_validation_errors(list(error.errors())))
 
     @app.not_found
     def handle_not_found(_: NotFoundError) -> Response:

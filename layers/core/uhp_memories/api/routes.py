@@ -48,6 +48,7 @@ ROUTES: tuple[Route, ...] = (
     Route("observe", "GET", M + "/jobs/{job_id}"),
     Route("erase", "POST", M + "/erase"),
     Route("files", "POST", "/v1/files"),
+    Route("files", "GET", "/v1/files/{file_id}"),
     Route("files", "GET", R + "/content"),
     Route("operations", "POST", R + "/operations/{name}"),
     Route("consolidations", "POST", M + "/consolidations"),

@@ -189,6 +189,32 @@ class ObserveOut(BaseModel):
     records: list[RecordOut]
 
 
+class FileCreate(Strict):
+    """A large file: its metadata first; the bytes then go straight to S3 with the presigned PUT."""
+
+    name: str = Field(min_length=1, max_length=255)
+    media_type: str = Field(default="application/octet-stream", max_length=255)
+    bytes: int = Field(ge=0)
+
+
+class UploadOut(BaseModel):
+    url: str
+    method: str
+    headers: dict[str, str]
+    expires_in: int
+
+
+class FileOut(BaseModel):
+    id: str
+    object: Literal["file"] = "file"
+    name: str
+    bytes: int
+    media_type: str
+    status: Literal["pending", "uploaded"]
+    createdAt: int
+    upload: UploadOut | None = None
+
+
 class SnapshotCreate(Strict):
     name: str = Field(min_length=1, max_length=100)
     message: str = Field(default="", max_length=2000)

@@ -30,7 +30,7 @@ def native_provider() -> dict[str, Any]:
         "consolidate": False,
         "queries": {"named": False, "free": False},
         "types": False,
-        "files": False,
+        "files": True,
     }
 
 

@@ -9,6 +9,7 @@ from uhp_memories.domain import cursors
 from uhp_memories.domain.access import AccessView, ordered
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import MemoryInvalid, MemoryNotFound, TreeChanged
+from uhp_memories.domain.files import ObjectStore, memory_prefix
 from uhp_memories.domain.limits import LIST_DEFAULT, LIST_MAX, MAX_TREE_DEPTH
 from uhp_memories.domain.models import NATIVE_PROVIDER, PRIVILEGES, Caller, Grant, Memory, Page
 
@@ -38,8 +39,9 @@ class MemorySummary:
 
 
 class MemoryService:
-    def __init__(self, ports: Ports) -> None:
+    def __init__(self, ports: Ports, objects: ObjectStore | None = None) -> None:
         self._ports = ports
+        self._objects = objects
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -204,6 +206,9 @@ class MemoryService:
         needs delete, and a move also needs create on the new parent."""
         access = self._ports.access(caller)
         memory = access.visible(memory_id)
+        for field in ("name", "description", "restricted"):
+            if field in changes and changes[field] is None:
+                raise MemoryInvalid(f"{field} cannot be null")
         if "provider" in changes and changes["provider"] != memory.provider:
             raise MemoryInvalid("a memory's provider is set at creation and cannot be changed")
         if "name" in changes or "description" in changes:
@@ -220,7 +225,11 @@ class MemoryService:
                 parent_chain = self._chain(access, new_parent)
                 if any(node.id == memory_id for node in parent_chain):
                     raise MemoryInvalid("a memory cannot move under itself or one of its descendants")
-                self._check_depth(access, new_parent)
+                # The whole subtree moves: its deepest node must still fit within the depth limit, or
+                # later moves could stack trees deeper than the chain walked above to find a cycle.
+                room = MAX_TREE_DEPTH - len(parent_chain)
+                if self._subtree_height(caller.tenant, memory_id, room) > room:
+                    raise MemoryInvalid(f"a memory tree is at most {MAX_TREE_DEPTH} levels deep")
         updated = memory.evolve(
             name=changes.get("name", memory.name),
             description=changes.get("description", memory.description),
@@ -247,6 +256,8 @@ class MemoryService:
             frontier = children
         self._ports.memories.mark_deleting(tenant, subtree)
         for node_id in reversed(subtree):
+            if self._objects is not None:
+                self._objects.delete_all_versions(memory_prefix(tenant, node_id))
             self._ports.records.purge_memory(tenant, node_id)
             self._ports.memories.purge(tenant, node_id)
 
@@ -263,6 +274,16 @@ class MemoryService:
             chain.append(parent)
             node = parent
         return chain
+
+    def _subtree_height(self, tenant: str, memory_id: str, limit: int) -> int:
+        """Levels in the subtree rooted at the memory (1 for a leaf), counted no further than limit + 1."""
+        height, frontier = 1, [memory_id]
+        while height <= limit:
+            frontier = [c.id for node in frontier for c in self._ports.memories.children(tenant, node)]
+            if not frontier:
+                break
+            height += 1
+        return height
 
     def _check_depth(self, access: AccessView, parent: Memory) -> None:
         if len(self._chain(access, parent)) >= MAX_TREE_DEPTH:

@@ -25,6 +25,7 @@ from uhp_memories.domain.errors import (
     StaleVersion,
     TreeChanged,
 )
+from uhp_memories.domain.files import FileService
 from uhp_memories.domain.filters import matches, parse_filter
 from uhp_memories.domain.limits import (
     ATTRIBUTES_JSON_BYTES,
@@ -65,8 +66,9 @@ class RecordInput:
 
 
 class RecordService:
-    def __init__(self, ports: Ports) -> None:
+    def __init__(self, ports: Ports, files: FileService | None = None) -> None:
         self._ports = ports
+        self._files = files
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -75,6 +77,8 @@ class RecordService:
         access.require(memory_id, "write")
         self._check_input(given)
         record = self._first_version(caller, memory_id, given, format_ms(self._ports.clock.now_ms()))
+        if _is_file(given.content):
+            record = record.evolve(content=self._attach(caller, given.content, memory_id, record.chain_id))
         try:
             self._ports.records.append_first(record)
         except TreeChanged:
@@ -118,11 +122,15 @@ class RecordService:
             references=changes.get("references", current.references),
         )
         self._check_input(merged)
+        content = merged.content
+        if "content" in changes and _is_file(content):
+            # New bytes: a new version of the chain's object, the earlier bytes kept.
+            content = self._attach(caller, content, memory_id, current.chain_id)
         now = format_ms(self._ports.clock.now_ms())
         revision = current.evolve(
             id=self._ports.ids.new("hrec_"),
             version=current.version + 1,
-            content=merged.content,
+            content=content,
             attributes=merged.attributes,
             valid_from=merged.valid_from,
             valid_to=merged.valid_to,
@@ -148,6 +156,15 @@ class RecordService:
         except StaleVersion:
             raise self._conflict(caller, memory_id, record_id) from None
         return self._view(access, closed)
+
+    def _attach(self, caller: Caller, content: dict[str, Any], memory_id: str, chain_id: str) -> dict[str, Any]:
+        """A file already held (carried into a revision unchanged) stays as it is; a new one is
+        bound to the chain as a new object version."""
+        assert self._files is not None
+        reference = content["file"]
+        if isinstance(reference, dict) and "version" in reference:
+            raise MemoryInvalid('name a new file as {"file": {"id": "file_..."}}; versions are the server\'s')
+        return self._files.attach(caller, reference, memory_id, chain_id)
 
     def _first_version(self, caller: Caller, memory_id: str, given: RecordInput, written_at: str) -> RecordVersion:
         record_id = self._ports.ids.new("hrec_")
@@ -337,13 +354,14 @@ class RecordService:
                 "type must be a core type (episode, fact, note, procedure, link) or an extension name "
                 "such as x.calendar.event"
             )
-        if isinstance(given.content, dict):
-            if "file" in given.content:
-                raise MemoryUnsupported("file content is not supported by this provider yet")
+        if _is_file(given.content):
+            if self._files is None:
+                raise MemoryUnsupported("file content is not supported by this server")
+        elif isinstance(given.content, dict):
             raise MemoryInvalid("content is text, or a file reference {\"file\": {\"id\": ...}}")
-        if not isinstance(given.content, str):
+        elif not isinstance(given.content, str):
             raise MemoryInvalid("content is text")
-        if len(given.content.encode()) > CONTENT_BYTES:
+        elif len(given.content.encode()) > CONTENT_BYTES:
             raise MemoryInvalid(f"content is at most {CONTENT_BYTES} bytes of UTF-8 text")
         if len(json.dumps(given.attributes, separators=(",", ":")).encode()) > ATTRIBUTES_JSON_BYTES:
             raise MemoryInvalid(f"attributes are at most {ATTRIBUTES_JSON_BYTES} bytes of JSON")
@@ -368,6 +386,10 @@ class RecordService:
                 return {"rel": ref.get("rel", "related"), "memory_id": memory_id, "record_id": record_id,
                         "available": True}
         return {"memory_id": memory_id, "record_id": record_id, "available": False}
+
+
+def _is_file(content: Any) -> bool:
+    return isinstance(content, dict) and set(content) == {"file"}
 
 
 def _looks_like_time(value: str) -> bool:

@@ -163,11 +163,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
         raw = answer.get("body") or ""
         payload = base64.b64decode(raw) if answer.get("isBase64Encoded") else raw.encode()
         self.send_response(int(answer.get("statusCode", 200)))
-        headers = dict(answer.get("headers") or {})
-        headers.setdefault("Content-Type", "application/json")
-        for key, value in headers.items():
+        # API Gateway merges a proxy answer's headers and multiValueHeaders.
+        headers: dict[str, list[str]] = {k: list(v) for k, v in (answer.get("multiValueHeaders") or {}).items()}
+        for key, value in (answer.get("headers") or {}).items():
+            headers.setdefault(key, [str(value)])
+        if not any(k.lower() == "content-type" for k in headers):
+            headers["Content-Type"] = ["application/json"]
+        for key, values in headers.items():
             if key.lower() not in ("content-length", "connection"):
-                self.send_header(key, str(value))
+                for value in values:
+                    self.send_header(key, str(value))
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)

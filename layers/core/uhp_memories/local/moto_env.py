@@ -70,6 +70,7 @@ class LocalAws:
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
         self._mock: Any = None
+        self._server: Any = None
         self.container: bootstrap.Container | None = None
 
     def start(self) -> LocalAws:
@@ -83,9 +84,19 @@ class LocalAws:
         os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
         import boto3
         from moto import mock_aws
+        from moto.server import ThreadedMotoServer
 
         self._mock = mock_aws()
         self._mock.start()
+        # A moto server in this process shares the mock's backends: presigned S3 addresses handed
+        # to clients point at it, so large uploads and downloads work over real HTTP.
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        s3 = boto3.client("s3", region_name=self.settings.region)
+        s3.create_bucket(Bucket=self.settings.files_bucket)
+        s3.put_bucket_versioning(Bucket=self.settings.files_bucket, VersioningConfiguration={"Status": "Enabled"})
+        presign = boto3.client("s3", region_name=self.settings.region, endpoint_url=f"http://{host}:{port}")
         raw = boto3.client("dynamodb", region_name=self.settings.region)
         for spec, name in (
             (MAIN_TABLE, self.settings.table_name),
@@ -93,7 +104,7 @@ class LocalAws:
             (IDEMPOTENCY_TABLE, self.settings.idempotency_table_name),
         ):
             raw.create_table(**spec.create_table_kwargs(name))
-        self.container = bootstrap.build(self.settings, SerializedClient(raw))
+        self.container = bootstrap.build(self.settings, SerializedClient(raw), SerializedClient(s3), presign)
         bootstrap.install(self.container)
         return self
 
@@ -105,6 +116,9 @@ class LocalAws:
 
     def stop(self) -> None:
         bootstrap.install(None)
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
         if self._mock is not None:
             self._mock.stop()
             self._mock = None

@@ -60,3 +60,7 @@ def snapshot_sk(name: str) -> str:
 
 def harness_pk(tenant: str, harness_id: str) -> str:
     return f"T#{tenant}#H#{harness_id}"
+
+
+def file_pk(tenant: str, file_id: str) -> str:
+    return f"T#{tenant}#F#{file_id}"
