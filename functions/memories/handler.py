@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from uhp_memories import bootstrap
 from uhp_memories.api import presenters, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
+from uhp_memories.api.errors import error_response
 
 app = make_resolver()
 
@@ -44,8 +45,15 @@ def handle_update_memory(memory_id: str, body: schemas.MemoryUpdate) -> Response
 
 
 @app.delete("/v1/memories/<memory_id>", summary="Delete a memory, its records and its descendants", tags=["memories"])
-def handle_delete_memory(memory_id: str) -> Response[schemas.Deleted]:
-    bootstrap.container().memories.delete(caller_of(app), memory_id)
+def handle_delete_memory(memory_id: str) -> Response[schemas.Deleted | schemas.JobAccepted]:
+    """Hidden at once; removed by the delete workflow (202 with a job when it outlasts the request)."""
+    job = bootstrap.container().removal.delete_memory(caller_of(app), memory_id)
+    if job.status == "running":
+        return respond(presenters.accepted(job), 202)
+    if job.status == "failed":
+        return error_response(
+            503, "memory_unavailable", "the memory is hidden but its removal failed; the job reports it", job_id=job.id
+        )
     return respond(schemas.Deleted(id=memory_id, object="memory"))
 
 

@@ -6,14 +6,8 @@ from aws_lambda_powertools.event_handler import Response
 from uhp_memories import bootstrap
 from uhp_memories.api import inputs, presenters, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
-from uhp_memories.domain.errors import DomainError
 
 app = make_resolver()
-
-
-class JobNotFound(DomainError):
-    code = "memory_job_not_found"
-    status = 404
 
 
 @app.post("/v1/memories/<memory_id>/observe", summary="Append episodes", tags=["observe"])
@@ -21,13 +15,6 @@ def handle_observe(memory_id: str, body: schemas.ObserveIn) -> Response[schemas.
     episodes = [inputs.record_input("episode", e.content, e.attributes, e.time, e.references) for e in body.episodes]
     views = bootstrap.container().records.observe(caller_of(app), memory_id, episodes)
     return respond(schemas.ObserveOut(records=[presenters.record(v) for v in views]))
-
-
-@app.get("/v1/memories/<memory_id>/jobs/<job_id>", summary="An observe job (none: observe answers at once)",
-         tags=["observe"])
-def handle_get_job(memory_id: str, job_id: str) -> Response[schemas.ObserveOut]:
-    bootstrap.container().ports.access(caller_of(app)).require(memory_id, "read")
-    raise JobNotFound(f"job {job_id} not found: this provider answers observe at once and makes no jobs")
 
 
 lambda_handler = make_handler(app)

@@ -12,10 +12,13 @@ from typing import Any
 from uhp_memories.adapters.dynamodb.apikeys import DynamoKeyRepository
 from uhp_memories.adapters.dynamodb.files import DynamoFileRepository
 from uhp_memories.adapters.dynamodb.harnesses import DynamoAttachmentRepository
+from uhp_memories.adapters.dynamodb.idempotency import DynamoCachedResponses
+from uhp_memories.adapters.dynamodb.jobs import DynamoJobRepository
 from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
 from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
 from uhp_memories.adapters.dynamodb.table import DynamoTable
 from uhp_memories.adapters.s3 import S3ObjectStore
+from uhp_memories.adapters.stepfunctions import StepFunctionsRunner
 from uhp_memories.adapters.system import RandomIds, SystemClock
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.files import FileService
@@ -23,6 +26,7 @@ from uhp_memories.domain.grants import GrantService
 from uhp_memories.domain.harnesses import HarnessService
 from uhp_memories.domain.memories import MemoryService
 from uhp_memories.domain.records import RecordService
+from uhp_memories.domain.removal import RemovalService, Retention
 from uhp_memories.settings import Settings
 
 
@@ -36,12 +40,20 @@ class Container:
     records: RecordService
     harnesses: HarnessService
     files: FileService
+    removal: RemovalService
     keys: DynamoKeyRepository
 
 
-def build(settings: Settings, dynamodb_client: Any, s3_client: Any, s3_presign_client: Any | None = None) -> Container:
+def build(
+    settings: Settings,
+    dynamodb_client: Any,
+    s3_client: Any,
+    s3_presign_client: Any | None = None,
+    stepfunctions_client: Any | None = None,
+) -> Container:
     table = DynamoTable(dynamodb_client, settings.table_name)
     objects = S3ObjectStore(s3_client, settings.files_bucket, s3_presign_client)
+    jobs = DynamoJobRepository(table)
     ports = Ports(
         memories=DynamoMemoryRepository(table),
         records=DynamoRecordRepository(table),
@@ -49,11 +61,32 @@ def build(settings: Settings, dynamodb_client: Any, s3_client: Any, s3_presign_c
         ids=RandomIds(),
     )
     files = FileService(ports, objects, DynamoFileRepository(table))
+    memories = MemoryService(ports, objects, jobs.holds)
+    removal = RemovalService(
+        ports,
+        memories,
+        jobs,
+        StepFunctionsRunner(
+            stepfunctions_client,
+            {"erase": settings.erase_state_machine_arn, "delete": settings.delete_state_machine_arn},
+        ),
+        objects,
+        DynamoCachedResponses(dynamodb_client, settings.idempotency_table_name),
+        Retention(
+            pitr_enabled=settings.pitr_enabled,
+            pitr_retention_days=settings.pitr_retention_days,
+            stream_enabled=settings.stream_enabled,
+            stream_retention_hours=settings.stream_retention_hours,
+            search_snapshot_retention_days=settings.search_snapshot_retention_days,
+        ),
+        settings.workflow_wait_seconds,
+    )
     return Container(
         settings=settings,
         dynamodb=dynamodb_client,
         ports=ports,
-        memories=MemoryService(ports, objects),
+        memories=memories,
+        removal=removal,
         grants=GrantService(ports),
         records=RecordService(ports, files),
         harnesses=HarnessService(ports, DynamoAttachmentRepository(table)),
@@ -82,5 +115,6 @@ def container() -> Container:
             settings,
             boto3.client("dynamodb", region_name=settings.region),
             boto3.client("s3", region_name=settings.region, config=Config(signature_version="s3v4")),
+            stepfunctions_client=boto3.client("stepfunctions", region_name=settings.region),
         )
     return _container

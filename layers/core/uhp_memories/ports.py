@@ -113,7 +113,8 @@ class RecordRepository(Protocol):
         ...
 
     def put_snapshot(self, snapshot: Snapshot) -> None:
-        """Raises AlreadyExists when the memory already has a snapshot of that name."""
+        """Raises AlreadyExists when the memory already has a snapshot of that name, and TreeChanged
+        when the memory is missing or being deleted."""
         ...
 
     def get_snapshot(self, tenant: str, memory_id: str, name: str) -> Snapshot | None:
@@ -124,6 +125,16 @@ class RecordRepository(Protocol):
 
     def purge_memory(self, tenant: str, memory_id: str) -> None:
         """Remove every record version and snapshot of a memory."""
+        ...
+
+    def derived_from(self, tenant: str, record_ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(memory_id, chain_id) of every record version with a `derived_from` reference to one of
+        these record versions, in any memory of the tenant."""
+        ...
+
+    def erase_chain(self, tenant: str, memory_id: str, chain_id: str) -> list[str]:
+        """Remove every version of one record for good, uncounting it if it was active. Idempotent:
+        a second call finds nothing and returns []. Returns the version ids removed."""
         ...
 
 

@@ -16,6 +16,17 @@ class Settings(BaseModel):
     files_bucket: str = Field(default="uhp-memories-files")
     # Where presigned S3 addresses point; None means the regional S3 endpoint (AWS).
     s3_public_endpoint: str | None = None
+    erase_state_machine_arn: str = ""
+    delete_state_machine_arn: str = ""
+    # How long a request waits for a workflow before answering 202 with a job (API Gateway: 29 s).
+    workflow_wait_seconds: float = 20.0
+    # What the deployment keeps beyond this service's reach: the erase report reads these, so it
+    # says what is true of the stage (CDK sets them from the same stage configuration).
+    pitr_enabled: bool = False
+    pitr_retention_days: int = 35
+    stream_enabled: bool = False
+    stream_retention_hours: int = 24
+    search_snapshot_retention_days: int = 0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -27,4 +38,11 @@ class Settings(BaseModel):
             region=env.get("AWS_REGION", env.get("AWS_DEFAULT_REGION", "us-east-1")),
             idempotency_seconds=int(env.get("UHP_IDEMPOTENCY_SECONDS", str(24 * 3600))),
             files_bucket=env.get("UHP_FILES_BUCKET", "uhp-memories-files"),
+            erase_state_machine_arn=env.get("UHP_ERASE_STATE_MACHINE_ARN", ""),
+            delete_state_machine_arn=env.get("UHP_DELETE_STATE_MACHINE_ARN", ""),
+            workflow_wait_seconds=float(env.get("UHP_WORKFLOW_WAIT_SECONDS", "20")),
+            pitr_enabled=env.get("UHP_PITR_ENABLED", "false").lower() == "true",
+            pitr_retention_days=int(env.get("UHP_PITR_RETENTION_DAYS", "35")),
+            stream_enabled=env.get("UHP_STREAM_ENABLED", "false").lower() == "true",
+            search_snapshot_retention_days=int(env.get("UHP_SEARCH_SNAPSHOT_RETENTION_DAYS", "0")),
         )

@@ -160,6 +160,8 @@ class InMemoryRecordRepository:
         with self.memories.lock:
             if key in self.snapshots:
                 raise AlreadyExists(snapshot.name)
+            if not self.memories._live(snapshot.tenant, snapshot.memory_id):
+                raise TreeChanged(snapshot.memory_id)
             self.snapshots[key] = snapshot
 
     def get_snapshot(self, tenant: str, memory_id: str, name: str) -> Snapshot | None:
@@ -167,6 +169,23 @@ class InMemoryRecordRepository:
 
     def list_snapshots(self, tenant: str, memory_id: str) -> list[Snapshot]:
         return [s for (t, m, _), s in self.snapshots.items() if t == tenant and m == memory_id]
+
+    def derived_from(self, tenant: str, record_ids: Sequence[str]) -> list[tuple[str, str]]:
+        wanted = set(record_ids)
+        return [
+            (v.memory_id, v.chain_id)
+            for (t, _, _), v in list(self.versions.items())
+            if t == tenant and any(r.get("rel") == "derived_from" and r["record_id"] in wanted for r in v.references)
+        ]
+
+    def erase_chain(self, tenant: str, memory_id: str, chain_id: str) -> list[str]:
+        with self.memories.lock:
+            doomed = [v for v in self.chain(tenant, chain_id) if v.memory_id == memory_id]
+            for version in doomed:
+                del self.versions[(tenant, memory_id, version.id)]
+                if version.is_current and version.status == "active" and (tenant, memory_id) in self.memories.memories:
+                    self.memories.adjust_count(tenant, memory_id, -1)
+            return [v.id for v in doomed]
 
     def purge_memory(self, tenant: str, memory_id: str) -> None:
         with self.memories.lock:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from uhp_memories.api import schemas
+from uhp_memories.domain.jobs import Job
 from uhp_memories.domain.memories import MemoryView
 from uhp_memories.domain.models import Grant, Page, Snapshot
 from uhp_memories.domain.records import RecordView
@@ -69,3 +70,21 @@ def snapshot(s: Snapshot) -> schemas.SnapshotOut:
     return schemas.SnapshotOut(
         id=s.id, memory_id=s.memory_id, name=s.name, message=s.message, time=s.time, created_by=s.created_by
     )
+
+
+def job(j: Job) -> schemas.JobOut:
+    result = j.result
+    return schemas.JobOut(
+        id=j.id,
+        kind=j.kind,
+        memory_id=j.memory_id,
+        status=j.status,  # type: ignore[arg-type]
+        erased=[e["id"] for e in result["erased"]] if "erased" in result else None,
+        erased_elsewhere=result.get("erased_elsewhere"),
+        unreachable=[schemas.UnreachableOut(**u) for u in result["unreachable"]] if "unreachable" in result else None,
+        error=result.get("error"),
+    )
+
+
+def accepted(j: Job) -> schemas.JobAccepted:
+    return schemas.JobAccepted(job={"id": j.id, "status": j.status})

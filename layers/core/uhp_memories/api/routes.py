@@ -45,7 +45,7 @@ ROUTES: tuple[Route, ...] = (
     Route("queries", "POST", M + "/queries/{name}"),
     Route("queries", "POST", M + "/query"),
     Route("observe", "POST", M + "/observe"),
-    Route("observe", "GET", M + "/jobs/{job_id}"),
+    Route("jobs", "GET", M + "/jobs/{job_id}"),
     Route("erase", "POST", M + "/erase"),
     Route("files", "POST", "/v1/files"),
     Route("files", "GET", "/v1/files/{file_id}"),

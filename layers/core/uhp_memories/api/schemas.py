@@ -210,9 +210,48 @@ class FileOut(BaseModel):
     name: str
     bytes: int
     media_type: str
-    status: Literal["pending", "uploaded"]
+    status: Literal["pending", "uploaded", "attached"]
     createdAt: int
     upload: UploadOut | None = None
+
+
+class EraseIn(Strict):
+    """Named records (each erased with its whole version chain), or every record a filter matches."""
+
+    record_ids: list[str] | None = Field(default=None, max_length=100)
+    filters: dict[str, Any] | None = None
+
+
+class UnreachableOut(BaseModel):
+    record_id: str
+    where: str
+    reason: str
+    until: str
+
+
+class EraseOut(BaseModel):
+    object: Literal["memory.erase"] = "memory.erase"
+    job_id: str
+    erased: list[str]
+    erased_elsewhere: int = Field(description="records derived from these in memories the caller cannot see")
+    unreachable: list[UnreachableOut]
+
+
+class JobOut(BaseModel):
+    id: str
+    object: Literal["memory.job"] = "memory.job"
+    kind: str
+    memory_id: str
+    status: Literal["running", "completed", "failed"]
+    records: list[RecordOut] = Field(default_factory=list)
+    erased: list[str] | None = None
+    erased_elsewhere: int | None = None
+    unreachable: list[UnreachableOut] | None = None
+    error: str | None = None
+
+
+class JobAccepted(BaseModel):
+    job: dict[str, str]
 
 
 class SnapshotCreate(Strict):

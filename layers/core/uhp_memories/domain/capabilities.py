@@ -25,7 +25,8 @@ def native_provider() -> dict[str, Any]:
         "snapshots": True,
         "revise": "native",
         "forget": "native",
-        "erase": False,
+        # Erase reports what the deployment keeps beyond reach (backups, streams, snapshots).
+        "erase": {"unreachable": "reported"},
         "prime": False,
         "consolidate": False,
         "queries": {"named": False, "free": False},

@@ -36,7 +36,7 @@ class StoredFile:
     name: str
     media_type: str
     bytes: int
-    status: str  # pending (waiting for its presigned upload) | uploaded
+    status: str  # pending (waiting for its presigned upload) | uploaded | attached (a record holds it)
     created_by: str
     created_at: int
 
@@ -95,7 +95,7 @@ class FileRepository(Protocol):
     def get(self, tenant: str, file_id: str) -> StoredFile | None:
         ...
 
-    def mark_uploaded(self, tenant: str, file_id: str) -> None:
+    def mark(self, tenant: str, file_id: str, status: str) -> None:
         ...
 
 
@@ -147,7 +147,7 @@ class FileService:
         if stored.status == "pending":
             size = self._objects.size(upload_key(caller.tenant, file_id))
             if size is not None and size == stored.bytes:
-                self._files.mark_uploaded(caller.tenant, file_id)
+                self._files.mark(caller.tenant, file_id, "uploaded")
                 stored = StoredFile(**{**stored.__dict__, "status": "uploaded"})
         return stored
 
@@ -157,6 +157,8 @@ class FileService:
         if not isinstance(reference, dict) or set(reference) != {"id"} or not isinstance(reference["id"], str):
             raise MemoryInvalid('a file reference is {"file": {"id": "file_..."}}; the server fills in the rest')
         stored = self.get(caller, reference["id"])
+        if stored.status == "attached":
+            raise MemoryInvalid(f"file {stored.id} is already held by a record; upload the bytes again")
         if stored.status != "uploaded":
             raise MemoryInvalid(f"file {stored.id} has not been uploaded completely yet")
         target = chain_key(caller.tenant, memory_id, chain_id)
@@ -170,6 +172,11 @@ class FileService:
                 "version": version,
             }
         }
+
+    def release_upload(self, caller: Caller, file_id: str) -> None:
+        """Remove an upload a record now holds; the file id cannot be attached again."""
+        self._objects.delete_all_versions(upload_key(caller.tenant, file_id))
+        self._files.mark(caller.tenant, file_id, "attached")
 
     def content(self, caller: Caller, memory_id: str, record_id: str, version: str | None) -> Content:
         """A file record's bytes: of this version, or of another version of the same record."""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from uhp_memories.domain import cursors
 from uhp_memories.domain.access import AccessView, ordered
 from uhp_memories.domain.context import Ports
-from uhp_memories.domain.errors import MemoryInvalid, MemoryNotFound, TreeChanged
+from uhp_memories.domain.errors import MemoryBusy, MemoryInvalid, MemoryNotFound, TreeChanged
 from uhp_memories.domain.files import ObjectStore, memory_prefix
 from uhp_memories.domain.limits import LIST_DEFAULT, LIST_MAX, MAX_TREE_DEPTH
 from uhp_memories.domain.models import NATIVE_PROVIDER, PRIVILEGES, Caller, Grant, Memory, Page
@@ -39,9 +40,16 @@ class MemorySummary:
 
 
 class MemoryService:
-    def __init__(self, ports: Ports, objects: ObjectStore | None = None) -> None:
+    def __init__(
+        self,
+        ports: Ports,
+        objects: ObjectStore | None = None,
+        holds: Callable[[str, str], bool] | None = None,
+    ) -> None:
         self._ports = ports
         self._objects = objects
+        # Whether a run holds a memory (a move or a delete then answers memory_busy).
+        self._holds = holds
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -219,6 +227,8 @@ class MemoryService:
         moving = "parent_id" in changes and changes["parent_id"] != memory.parent_id
         if moving:
             access.require(memory_id, "delete")
+            if self._holds is not None and self._holds(caller.tenant, memory_id):
+                raise MemoryBusy(f"a run holds memory {memory_id}; try again when it has finished")
             new_parent_id = changes["parent_id"]
             if new_parent_id is not None:
                 new_parent = access.require(new_parent_id, "create")
@@ -244,22 +254,43 @@ class MemoryService:
         return self.get(caller, memory_id)
 
     def delete(self, caller: Caller, memory_id: str) -> None:
-        """Hide the whole subtree at once, then remove its records, grants and nodes."""
+        """Hide the whole subtree at once, then remove its records, files, grants and nodes, in this
+        request (the removal workflow runs the same two steps, the second in Step Functions)."""
+        self.hide(caller, memory_id)
+        self.purge_hidden(caller.tenant, memory_id)
+
+    def hide(self, caller: Caller, memory_id: str) -> list[str]:
+        """Check the caller may delete, then hide the memory and every descendant at once: from here
+        on every read and write treats them as gone. Returns the hidden ids, root first."""
         access = self._ports.access(caller)
         access.require(memory_id, "delete")
-        tenant = caller.tenant
+        if self._holds is not None and self._holds(caller.tenant, memory_id):
+            raise MemoryBusy(f"a run holds memory {memory_id}; try again when it has finished")
+        subtree = self._subtree(caller.tenant, memory_id)
+        self._ports.memories.mark_deleting(caller.tenant, subtree)
+        return subtree
+
+    def purge_hidden(self, tenant: str, memory_id: str) -> list[str]:
+        """Remove a hidden subtree for good, leaves first. Idempotent: a retry finishes what an
+        earlier attempt began. Returns the ids removed."""
+        subtree = self._subtree(tenant, memory_id)
+        for node_id in reversed(subtree):
+            if self._objects is not None:
+                self._objects.delete_all_versions(memory_prefix(tenant, node_id))
+            self._ports.records.purge_memory(tenant, node_id)
+            self._ports.memories.purge(tenant, node_id)
+        return subtree
+
+    def _subtree(self, tenant: str, memory_id: str) -> list[str]:
+        if self._ports.memories.get(tenant, memory_id) is None:
+            return []
         subtree = [memory_id]
         frontier = [memory_id]
         while frontier:
             children = [c.id for node in frontier for c in self._ports.memories.children(tenant, node)]
             subtree.extend(children)
             frontier = children
-        self._ports.memories.mark_deleting(tenant, subtree)
-        for node_id in reversed(subtree):
-            if self._objects is not None:
-                self._objects.delete_all_versions(memory_prefix(tenant, node_id))
-            self._ports.records.purge_memory(tenant, node_id)
-            self._ports.memories.purge(tenant, node_id)
+        return subtree
 
     # -- helpers -----------------------------------------------------------------------------
 

@@ -83,6 +83,7 @@ class RecordService:
             self._ports.records.append_first(record)
         except TreeChanged:
             raise MemoryNotFound(memory_id) from None
+        self._release_upload(caller, record)
         return self._view(access, record)
 
     def observe(self, caller: Caller, memory_id: str, episodes: list[RecordInput]) -> list[RecordView]:
@@ -144,6 +145,8 @@ class RecordService:
             self._ports.records.append_revision(closed, revision)
         except StaleVersion:
             raise self._conflict(caller, memory_id, record_id) from None
+        if revision.content is not current.content:
+            self._release_upload(caller, revision)
         return self._view(access, revision)
 
     def forget(self, caller: Caller, memory_id: str, record_id: str) -> RecordView:
@@ -165,6 +168,12 @@ class RecordService:
         if isinstance(reference, dict) and "version" in reference:
             raise MemoryInvalid('name a new file as {"file": {"id": "file_..."}}; versions are the server\'s')
         return self._files.attach(caller, reference, memory_id, chain_id)
+
+    def _release_upload(self, caller: Caller, record: RecordVersion) -> None:
+        """Once a record holds a file's bytes, the upload they came from goes: the bytes then live
+        only under the record, where its memory's access, erase and delete reach them."""
+        if self._files is not None and _is_file(record.content):
+            self._files.release_upload(caller, record.content["file"]["id"])
 
     def _first_version(self, caller: Caller, memory_id: str, given: RecordInput, written_at: str) -> RecordVersion:
         record_id = self._ports.ids.new("hrec_")
@@ -282,6 +291,8 @@ class RecordService:
             self._ports.records.put_snapshot(snapshot)
         except AlreadyExists:
             raise MemoryConflict(f"this memory already has a snapshot named '{name}'") from None
+        except TreeChanged:
+            raise MemoryNotFound(memory_id) from None
         return snapshot
 
     def list_snapshots(

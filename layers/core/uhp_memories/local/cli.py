@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from uhp_memories.admin import cli as admin
 from uhp_memories.local.moto_env import LocalAws, dev_key, load_keys_file
 
 
@@ -41,7 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     serve_cmd.add_argument("--port", type=int, default=8080)
     serve_cmd.add_argument("--keys-file", help='JSON: {"keys": [{"key", "tenant", "principal", "groups"}]}')
     serve_cmd.set_defaults(run=serve)
+    admin.add_commands(commands)  # tenants, keys: administration of a deployed stage
     args = parser.parse_args(argv)
+    if args.command in ("tenants", "keys"):
+        return admin.run(args)
     return int(args.run(args))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import secrets
@@ -11,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from uhp_memories import bootstrap
+from uhp_memories import bootstrap, workflows
 from uhp_memories.adapters.dynamodb.apikeys import hash_key
 from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE, KEYS_TABLE, MAIN_TABLE
 from uhp_memories.settings import Settings
+from uhp_memories.workflows import STEPS, WORKFLOWS
 
 
 class SerializedClient:
@@ -64,6 +66,36 @@ def dev_key() -> KeyEntry:
     return KeyEntry("uhp_dev_" + secrets.token_hex(16), "dev", "user:dev")
 
 
+_FAULTS: dict[str, int] = {}
+
+
+def _dispatch_step(
+    self: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
+) -> bytes:
+    """moto's Lambda invoke, answered by the real step handler in this process."""
+    import importlib
+
+    from uhp_memories.local.gateway import LambdaContext
+
+    step = function_name.rsplit(":", 1)[-1].removeprefix("uhp-memories-step-")
+    event = json.loads(body) if body else {}
+    try:
+        if _FAULTS.get(step, 0) > 0:
+            _FAULTS[step] -= 1
+            raise RuntimeError(f"injected failure of step {step}")
+        handler = getattr(importlib.import_module("functions.steps.handler"), step)
+        return json.dumps(handler(event, LambdaContext(f"uhp-memories-step-{step}", "local"))).encode()
+    except Exception as error:
+        response_headers["x-amz-function-error"] = "Unhandled"
+        return json.dumps({"errorType": type(error).__name__, "errorMessage": "step failed"}).encode()
+
+
+def _copy_without_executions(self: Any, memo: dict[int, Any]) -> Any:
+    clone = copy.copy(self)
+    clone.executions = []
+    return clone
+
+
 class LocalAws:
     """Starts moto, creates the tables and installs a container that uses them."""
 
@@ -86,7 +118,10 @@ class LocalAws:
         from moto import mock_aws
         from moto.server import ThreadedMotoServer
 
-        self._mock = mock_aws()
+        # moto runs state machines for real, and hands each Lambda task to `_dispatch_step`.
+        self._mock = mock_aws(
+            config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+        )
         self._mock.start()
         # A moto server in this process shares the mock's backends: presigned S3 addresses handed
         # to clients point at it, so large uploads and downloads work over real HTTP.
@@ -103,10 +138,49 @@ class LocalAws:
             (KEYS_TABLE, self.settings.keys_table_name),
             (IDEMPOTENCY_TABLE, self.settings.idempotency_table_name),
         ):
-            raw.create_table(**spec.create_table_kwargs(name))
-        self.container = bootstrap.build(self.settings, SerializedClient(raw), SerializedClient(s3), presign)
+            # No stream locally: nothing consumes it (records are indexed in process after each
+            # commit), and a stream would keep erased content beyond erase's reach.
+            raw.create_table(**spec.create_table_kwargs(name, with_stream=False))
+        self.settings = self.settings.model_copy(update=self._create_workflows())
+        self.container = bootstrap.build(
+            self.settings, SerializedClient(raw), SerializedClient(s3), presign,
+            boto3.client("stepfunctions", region_name=self.settings.region),
+        )
         bootstrap.install(self.container)
         return self
+
+    def _create_workflows(self) -> dict[str, str]:
+        """Create the step functions in moto's Lambda and the state machines from the ASL files."""
+        import boto3
+        from moto.awslambda_simple.models import LambdaSimpleBackend
+        from moto.stepfunctions.models import StateMachine
+
+        LambdaSimpleBackend.invoke = _dispatch_step  # type: ignore[method-assign]
+        # moto deep-copies a state machine for each execution, earlier executions (and their
+        # threads' locks) included, so a second execution fails; the copy needs none of them.
+        StateMachine.__deepcopy__ = _copy_without_executions  # type: ignore[attr-defined]
+        iam = boto3.client("iam", region_name=self.settings.region)
+        role = iam.create_role(RoleName="uhp-memories-local", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        lambdas = boto3.client("lambda", region_name=self.settings.region)
+        arns = {
+            step: lambdas.create_function(
+                FunctionName=f"uhp-memories-step-{step}", Runtime="python3.12", Role=role,
+                Handler=f"functions.steps.handler.{step}", Code={"ZipFile": b"local"},
+            )["FunctionArn"]
+            for step in STEPS.values()
+        }
+        sfn = boto3.client("stepfunctions", region_name=self.settings.region)
+        machines = {
+            name: sfn.create_state_machine(
+                name=f"uhp-memories-{name}", definition=workflows.definition(name, arns), roleArn=role
+            )["stateMachineArn"]
+            for name in WORKFLOWS
+        }
+        return {"erase_state_machine_arn": machines["erase"], "delete_state_machine_arn": machines["delete"]}
+
+    def fail_step(self, step: str, times: int) -> None:
+        """Make a workflow step fail its next `times` invocations (tests of retries and reports)."""
+        _FAULTS[step] = times
 
     def add_keys(self, entries: Sequence[KeyEntry]) -> None:
         assert self.container is not None

@@ -46,11 +46,11 @@ class DynamoFileRepository:
             created_at=int(item["created_at"]),
         )
 
-    def mark_uploaded(self, tenant: str, file_id: str) -> None:
+    def mark(self, tenant: str, file_id: str, status: str) -> None:
         self._table.client.update_item(
             TableName=self._table.name,
             Key={"PK": {"S": keys.file_pk(tenant, file_id)}, "SK": {"S": FILE_SK}},
             UpdateExpression="SET #s = :u",
             ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={":u": {"S": "uploaded"}},
+            ExpressionAttributeValues={":u": {"S": status}},
         )

@@ -167,6 +167,24 @@ def record_from(item: Mapping[str, Any]) -> RecordVersion:
     )
 
 
+def derived_items(record: RecordVersion) -> list[dict[str, Any]]:
+    """One reverse-index item per `derived_from` reference, so erase finds derived copies."""
+    return [
+        {
+            "PK": keys.derived_pk(record.tenant, ref["record_id"]),
+            "SK": keys.derived_sk(record.id),
+            "entity": "derived",
+            "tenant": record.tenant,
+            "memory_id": record.memory_id,
+            "record_id": record.id,
+            "chain_id": record.chain_id,
+            "target_memory_id": ref["memory_id"],
+        }
+        for ref in record.references
+        if ref.get("rel") == "derived_from"
+    ]
+
+
 def snapshot_item(snapshot: Snapshot) -> dict[str, Any]:
     return {
         "PK": keys.memory_pk(snapshot.tenant, snapshot.memory_id),

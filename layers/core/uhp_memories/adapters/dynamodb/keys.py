@@ -64,3 +64,24 @@ def harness_pk(tenant: str, harness_id: str) -> str:
 
 def file_pk(tenant: str, file_id: str) -> str:
     return f"T#{tenant}#F#{file_id}"
+
+
+def derived_pk(tenant: str, target_record_id: str) -> str:
+    """Reverse index of `derived_from` references: what was derived from a record version."""
+    return f"T#{tenant}#DERIVED#{target_record_id}"
+
+
+def derived_sk(source_record_id: str) -> str:
+    return f"R#{source_record_id}"
+
+
+def job_pk(tenant: str, job_id: str) -> str:
+    return f"T#{tenant}#J#{job_id}"
+
+
+JOB_SK = "JOB"
+
+
+def run_sk(job_id: str) -> str:
+    """A marker under the memory while a workflow holds it (memory_busy)."""
+    return f"RUN#{job_id}"

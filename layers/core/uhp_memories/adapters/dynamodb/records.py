@@ -6,7 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from uhp_memories.adapters.dynamodb import keys
-from uhp_memories.adapters.dynamodb.items import record_from, record_item, snapshot_from, snapshot_item
+from uhp_memories.adapters.dynamodb.items import (
+    derived_items,
+    record_from,
+    record_item,
+    snapshot_from,
+    snapshot_item,
+)
 from uhp_memories.adapters.dynamodb.schema import ACTIVE_INDEX, CHAIN_INDEX, TIMELINE_INDEX
 from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, DynamoTable
 from uhp_memories.domain.errors import AlreadyExists, StaleVersion, TreeChanged
@@ -39,8 +45,13 @@ class DynamoRecordRepository:
     def append_first(self, record: RecordVersion) -> None:
         self.append_many([record])
 
+    def _put_ops(self, record: RecordVersion) -> list[dict]:
+        return [self._table.put_op(record_item(record), "attribute_not_exists(PK)")] + [
+            self._table.put_op(item) for item in derived_items(record)
+        ]
+
     def append_many(self, records: Sequence[RecordVersion]) -> None:
-        operations = [self._table.put_op(record_item(r), "attribute_not_exists(PK)") for r in records]
+        operations = [op for r in records for op in self._put_ops(r)]
         operations.append(self._count(records[0], len(records)))
         try:
             self._table.transact(operations)
@@ -65,7 +76,7 @@ class DynamoRecordRepository:
     def append_revision(self, previous: RecordVersion, revision: RecordVersion) -> None:
         operations = [
             self._close_op(previous),
-            self._table.put_op(record_item(revision), "attribute_not_exists(PK)"),
+            *self._put_ops(revision),
             self._table.check_op(
                 keys.memory_pk(revision.tenant, revision.memory_id), keys.META_SK, LIVE_MEMORY, {":false": False}
             ),
@@ -156,5 +167,41 @@ class DynamoRecordRepository:
         doomed: list[tuple[str, str]] = []
         for prefix in ("R#", "S#"):
             items = self._table.query("PK = :pk AND begins_with(SK, :p)", {":pk": pk, ":p": prefix})
-            doomed.extend((item["PK"], item["SK"]) for item in items)
+            for item in items:
+                if item.get("entity") == "record":
+                    doomed.extend((d["PK"], d["SK"]) for d in derived_items(record_from(item)))
+                doomed.append((item["PK"], item["SK"]))
         self._table.delete_many(doomed)
+
+    def derived_from(self, tenant: str, record_ids: Sequence[str]) -> list[tuple[str, str]]:
+        found: list[tuple[str, str]] = []
+        for record_id in dict.fromkeys(record_ids):
+            items = self._table.query("PK = :pk", {":pk": keys.derived_pk(tenant, record_id)})
+            found.extend((str(item["memory_id"]), str(item["chain_id"])) for item in items)
+        return found
+
+    def erase_chain(self, tenant: str, memory_id: str, chain_id: str) -> list[str]:
+        versions = [v for v in self.chain(tenant, chain_id) if v.memory_id == memory_id]
+        erased: list[str] = []
+        # Older versions first, in batches; the current version goes last, in one transaction with
+        # the memory's counter, so a retried step never uncounts twice.
+        for version in versions:
+            operations = [self._table.delete_op(keys.memory_pk(tenant, memory_id), keys.record_sk(version.id),
+                                                "attribute_exists(PK)")]
+            operations += [self._table.delete_op(d["PK"], d["SK"]) for d in derived_items(version)]
+            if version.is_current and version.status == "active":
+                operations.append(
+                    self._table.update_op(
+                        keys.memory_pk(tenant, memory_id), keys.META_SK, "ADD record_count :minus",
+                        condition="attribute_exists(PK)", values={":minus": -1},
+                    )
+                )
+            try:
+                self._table.transact(operations)
+            except ConditionFailed:
+                # Already erased by an earlier attempt (or the memory itself is gone): delete
+                # whatever is left without touching the counter.
+                self._table.delete_many([(d["PK"], d["SK"]) for d in derived_items(version)])
+                self._table.delete_many([(keys.memory_pk(tenant, memory_id), keys.record_sk(version.id))])
+            erased.append(version.id)
+        return erased

@@ -34,7 +34,7 @@ class TableSpec:
             names += [index.partition_key, index.sort_key]
         return list(dict.fromkeys(names))
 
-    def create_table_kwargs(self, table_name: str) -> dict:
+    def create_table_kwargs(self, table_name: str, with_stream: bool = True) -> dict:
         """Arguments for DynamoDB CreateTable (used by local mode and tests)."""
         key_schema = [{"AttributeName": self.partition_key, "KeyType": "HASH"}]
         if self.sort_key:
@@ -60,7 +60,7 @@ class TableSpec:
                 }
                 for index in self.indexes
             ]
-        if self.stream:
+        if self.stream and with_stream:
             kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
         return kwargs
 

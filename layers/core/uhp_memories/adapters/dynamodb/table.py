@@ -107,6 +107,12 @@ class DynamoTable:
             op["ExpressionAttributeNames"] = dict(names)
         return {"Update": op}
 
+    def delete_op(self, pk: str, sk: str, condition: str | None = None) -> dict[str, Any]:
+        op: dict[str, Any] = {"TableName": self.name, "Key": to_dynamo({"PK": pk, "SK": sk})}
+        if condition:
+            op["ConditionExpression"] = condition
+        return {"Delete": op}
+
     def check_op(
         self, pk: str, sk: str, condition: str, values: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:

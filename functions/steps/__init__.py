@@ -1,0 +1,1 @@
+"""Workflow steps: one idempotent Lambda handler per state machine task."""

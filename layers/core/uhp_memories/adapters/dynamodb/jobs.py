@@ -1,0 +1,88 @@
+"""Jobs on DynamoDB: the job item, and a marker under the memory while the job holds it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from uhp_memories.adapters.dynamodb import keys
+from uhp_memories.adapters.dynamodb.table import DynamoTable
+from uhp_memories.domain.jobs import Job
+
+
+class DynamoJobRepository:
+    def __init__(self, table: DynamoTable) -> None:
+        self._table = table
+
+    def start(self, job: Job, hold_memory: bool) -> None:
+        operations = [
+            self._table.put_op(
+                {
+                    "PK": keys.job_pk(job.tenant, job.id),
+                    "SK": keys.JOB_SK,
+                    "entity": "job",
+                    "tenant": job.tenant,
+                    "id": job.id,
+                    "kind": job.kind,
+                    "memory_id": job.memory_id,
+                    "status": job.status,
+                    "requested_by": job.requested_by,
+                    "created_at": job.created_at,
+                    "result": json.dumps(job.result),
+                },
+                "attribute_not_exists(PK)",
+            )
+        ]
+        if hold_memory:
+            operations.append(
+                self._table.put_op(
+                    {
+                        "PK": keys.memory_pk(job.tenant, job.memory_id),
+                        "SK": keys.run_sk(job.id),
+                        "entity": "run",
+                        "tenant": job.tenant,
+                        "job_id": job.id,
+                    }
+                )
+            )
+        self._table.transact(operations)
+
+    def finish(self, tenant: str, job_id: str, status: str, result: dict[str, Any], finished_at: int) -> Job:
+        job = self.get(tenant, job_id)
+        if job is None:
+            raise LookupError(job_id)
+        self._table.transact(
+            [
+                self._table.update_op(
+                    keys.job_pk(tenant, job_id),
+                    keys.JOB_SK,
+                    "SET #s = :s, #r = :r, finished_at = :f",
+                    values={":s": status, ":r": json.dumps(result), ":f": finished_at},
+                    names={"#s": "status", "#r": "result"},
+                ),
+                self._table.delete_op(keys.memory_pk(tenant, job.memory_id), keys.run_sk(job_id)),
+            ]
+        )
+        return self.get(tenant, job_id)  # type: ignore[return-value]
+
+    def get(self, tenant: str, job_id: str) -> Job | None:
+        item = self._table.get(keys.job_pk(tenant, job_id), keys.JOB_SK)
+        if item is None or item.get("tenant") != tenant:
+            return None
+        return Job(
+            tenant=str(item["tenant"]),
+            id=str(item["id"]),
+            kind=str(item["kind"]),
+            memory_id=str(item["memory_id"]),
+            status=str(item["status"]),
+            requested_by=str(item["requested_by"]),
+            created_at=int(item["created_at"]),
+            finished_at=int(item["finished_at"]) if item.get("finished_at") is not None else None,
+            result=json.loads(item.get("result") or "{}"),
+        )
+
+    def holds(self, tenant: str, memory_id: str) -> bool:
+        items = self._table.query(
+            "PK = :pk AND begins_with(SK, :run)", {":pk": keys.memory_pk(tenant, memory_id), ":run": "RUN#"}
+        )
+        return next(iter(items), None) is not None

@@ -1,0 +1,48 @@
+"""Jobs: the record of a workflow run (erase, memory delete) that a client can poll, and the marker
+that tells the tree a run holds a memory (memory_busy)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Job:
+    tenant: str
+    id: str
+    kind: str  # erase | delete
+    memory_id: str
+    status: str  # running | completed | failed
+    requested_by: str
+    created_at: int
+    finished_at: int | None = None
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+class JobRepository(Protocol):
+    def start(self, job: Job, hold_memory: bool) -> None:
+        """Write the job; with `hold_memory`, also mark the memory busy, in one transaction."""
+        ...
+
+    def finish(self, tenant: str, job_id: str, status: str, result: dict[str, Any], finished_at: int) -> Job:
+        """Record the outcome and release the memory, in one transaction. Idempotent."""
+        ...
+
+    def get(self, tenant: str, job_id: str) -> Job | None:
+        ...
+
+    def holds(self, tenant: str, memory_id: str) -> bool:
+        """Whether a running job holds the memory."""
+        ...
+
+
+class WorkflowRunner(Protocol):
+    """Step Functions: named executions of the state machines in functions/workflows/."""
+
+    def start(self, workflow: str, execution_name: str, payload: dict[str, Any]) -> None:
+        ...
+
+    def wait(self, execution_name: str, workflow: str, seconds: float) -> str:
+        """The execution's status after at most `seconds`: RUNNING, SUCCEEDED, FAILED, ..."""
+        ...

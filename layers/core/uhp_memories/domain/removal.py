@@ -1,0 +1,307 @@
+"""Erase (§5.2) and memory delete as workflows. The API call checks and starts; each step of the
+state machine (functions/workflows/*.asl.json) is one idempotent method here; a job records the
+outcome for the client to poll when the workflow outlasts the request.
+
+Erase removes content for good from every place this service keeps it: DynamoDB versions, the
+search index, every S3 object version, kept idempotent responses, and the records derived from it
+(`derived_from` references, across memories). What it cannot reach (backups, streams, snapshots
+the deployment keeps for a retention period) it reports, with where, why and until when: an empty
+`unreachable` is a guarantee.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from uhp_memories.domain.context import Ports
+from uhp_memories.domain.errors import DomainError, MemoryInvalid, RecordNotFound
+from uhp_memories.domain.files import ObjectStore, chain_key, upload_key
+from uhp_memories.domain.filters import matches, parse_filter
+from uhp_memories.domain.jobs import Job, JobRepository, WorkflowRunner
+from uhp_memories.domain.memories import MemoryService
+from uhp_memories.domain.models import Caller
+from uhp_memories.domain.records import ID_PATTERN
+from uhp_memories.domain.timefmt import format_ms
+
+MAX_NAMED = 100
+MAX_CHAINS = 2_000  # the targets travel in the workflow's state (256 KB)
+DAY_MS = 24 * 3600 * 1000
+
+
+class CachedResponses(Protocol):
+    def purge_mentioning(self, needles: Sequence[str]) -> int:
+        ...
+
+
+class SearchEraser(Protocol):
+    def delete(self, tenant: str, memory_id: str, record_ids: list[str]) -> None:
+        ...
+
+
+@dataclass(frozen=True)
+class Retention:
+    """What the deployment keeps beyond this service's reach, from the stage's own settings."""
+
+    pitr_enabled: bool = False
+    pitr_retention_days: int = 35
+    stream_enabled: bool = False
+    stream_retention_hours: int = 24
+    search_snapshot_retention_days: int = 0
+
+    def unreachable(self, record_id: str, memory_id: str, now_ms: int) -> list[dict[str, str]]:
+        """What still holds a copy of one erased record version. `memory_id` is kept for the
+        visibility filter and never shown."""
+        entries = []
+        if self.pitr_enabled:
+            entries.append({
+                "record_id": record_id,
+                "memory_id": memory_id,
+                "where": "dynamodb_point_in_time_recovery",
+                "reason": "continuous backups of the table keep earlier item images for the recovery window",
+                "until": format_ms(now_ms + self.pitr_retention_days * DAY_MS),
+            })
+        if self.stream_enabled:
+            entries.append({
+                "record_id": record_id,
+                "memory_id": memory_id,
+                "where": "dynamodb_stream",
+                "reason": "the table's change stream keeps item images until they age out",
+                "until": format_ms(now_ms + self.stream_retention_hours * 3600 * 1000),
+            })
+        if self.search_snapshot_retention_days:
+            entries.append({
+                "record_id": record_id,
+                "memory_id": memory_id,
+                "where": "opensearch_snapshots",
+                "reason": "automated snapshots of the search domain keep indexed text for their retention",
+                "until": format_ms(now_ms + self.search_snapshot_retention_days * DAY_MS),
+            })
+        return entries
+
+
+class RemovalService:
+    def __init__(
+        self,
+        ports: Ports,
+        memories: MemoryService,
+        jobs: JobRepository,
+        workflows: WorkflowRunner,
+        objects: ObjectStore,
+        cached: CachedResponses,
+        retention: Retention,
+        wait_seconds: float,
+        search: Callable[[], SearchEraser | None] = lambda: None,
+    ) -> None:
+        self._ports = ports
+        self._memories = memories
+        self._jobs = jobs
+        self._workflows = workflows
+        self._objects = objects
+        self._cached = cached
+        self._retention = retention
+        self.wait_seconds = wait_seconds
+        self._search = search
+
+    # -- API ---------------------------------------------------------------------------------
+
+    def erase(self, caller: Caller, memory_id: str, record_ids: list[str] | None, filters: Any) -> Job:
+        """Start an erase of named records (whole version chains) or of the records a filter matches,
+        and wait for it as long as a request may. Needs delete; never an agent's tool."""
+        access = self._ports.access(caller)
+        access.require(memory_id, "delete")
+        if (record_ids is None) == (filters is None):
+            raise MemoryInvalid("erase takes record_ids or filters, one of the two")
+        if record_ids is not None:
+            if not 1 <= len(record_ids) <= MAX_NAMED:
+                raise MemoryInvalid(f"record_ids holds 1 to {MAX_NAMED} ids")
+            for record_id in record_ids:
+                found = self._ports.records.get(caller.tenant, memory_id, record_id) if ID_PATTERN.match(
+                    record_id) else None
+                if found is None:
+                    raise RecordNotFound(record_id)
+        else:
+            parse_filter(filters)
+        job = self._start(caller, "erase", memory_id, hold=True,
+                          payload={"record_ids": record_ids, "filters": filters})
+        return self._settle(caller, job)
+
+    def delete_memory(self, caller: Caller, memory_id: str) -> Job:
+        """Hide the subtree at once, then remove it in the delete workflow."""
+        self._memories.hide(caller, memory_id)
+        job = self._start(caller, "delete", memory_id, hold=False, payload={})
+        return self._settle(caller, job)
+
+    def job(self, caller: Caller, memory_id: str, job_id: str) -> Job:
+        """A job of this memory. A delete job stays readable by whoever asked for it, since the
+        memory itself is already hidden."""
+        job = self._jobs.get(caller.tenant, job_id) if ID_PATTERN.match(job_id) else None
+        if job is not None and job.memory_id == memory_id:
+            if job.kind == "delete" and job.requested_by == caller.principal:
+                return job
+            access = self._ports.access(caller)
+            access.require(memory_id, "read")
+            return self.visible(caller, job)
+        self._ports.access(caller).visible(memory_id)
+        raise JobNotFound(job_id)
+
+    def visible(self, caller: Caller, job: Job) -> Job:
+        """The job as this caller may see it: erased ids in memories it cannot see are counted,
+        not named."""
+        if job.kind != "erase" or "unreachable" not in job.result:
+            return job
+        access = self._ports.access(caller)
+        shown, hidden = [], 0
+        for entry in job.result["erased"]:
+            if access.can_see(entry["memory_id"]):
+                shown.append(entry)
+            else:
+                hidden += 1
+        unreachable = [u for u in job.result.get("unreachable", []) if access.can_see(u["memory_id"])]
+        result = {**job.result, "erased": shown, "erased_elsewhere": hidden, "unreachable": unreachable}
+        return Job(**{**job.__dict__, "result": result})
+
+    def _start(self, caller: Caller, kind: str, memory_id: str, hold: bool, payload: dict[str, Any]) -> Job:
+        job = Job(
+            tenant=caller.tenant,
+            id=self._ports.ids.new("hjob_"),
+            kind=kind,
+            memory_id=memory_id,
+            status="running",
+            requested_by=caller.principal,
+            created_at=self._ports.clock.now_ms(),
+        )
+        self._jobs.start(job, hold_memory=hold)
+        self._workflows.start(kind, job.id, {"tenant": caller.tenant, "memory_id": memory_id, "job_id": job.id,
+                                             **payload})
+        return job
+
+    def _settle(self, caller: Caller, job: Job) -> Job:
+        self._workflows.wait(job.id, job.kind, self.wait_seconds)
+        latest = self._jobs.get(caller.tenant, job.id) or job
+        return self.visible(caller, latest)
+
+    # -- erase steps -------------------------------------------------------------------------
+
+    def resolve_erase_targets(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Every version chain to erase: the named records or those a filter matches, and then,
+        transitively, every record derived from one of them, in any memory of the tenant."""
+        tenant, memory_id = state["tenant"], state["memory_id"]
+        records = self._ports.records
+        chains: dict[tuple[str, str], None] = {}
+        if state.get("record_ids") is not None:
+            for record_id in state["record_ids"]:
+                found = records.get(tenant, memory_id, record_id)
+                if found is not None:
+                    chains[(memory_id, found.chain_id)] = None
+        else:
+            flt = parse_filter(state.get("filters"))
+            for _, version in records.scan_versions(tenant, memory_id, None, None):
+                if matches(flt, version):
+                    chains[(memory_id, version.chain_id)] = None
+        frontier = list(chains)
+        versions: dict[str, str] = {}
+        files: set[str] = set()
+        while frontier:
+            next_frontier = []
+            for chain_memory, chain_id in frontier:
+                for version in records.chain(tenant, chain_id):
+                    if version.memory_id != chain_memory:
+                        continue
+                    versions[version.id] = chain_memory
+                    if isinstance(version.content, dict) and "file" in version.content:
+                        files.add(version.content["file"]["id"])
+                for derived in records.derived_from(tenant, [v for v, m in versions.items() if m == chain_memory]):
+                    if derived not in chains:
+                        chains[derived] = None
+                        next_frontier.append(derived)
+            if len(chains) > MAX_CHAINS:
+                raise MemoryInvalid(f"one erase reaches at most {MAX_CHAINS} records; erase in smaller parts")
+            frontier = next_frontier
+        return {
+            "chains": [{"memory_id": m, "chain_id": c} for m, c in chains],
+            "versions": [{"id": v, "memory_id": m} for v, m in versions.items()],
+            "files": sorted(files),
+        }
+
+    def erase_from_index(self, state: dict[str, Any]) -> dict[str, Any]:
+        search = self._search()
+        if search is None:
+            return {"index": "none"}
+        by_memory: dict[str, list[str]] = {}
+        for version in state["targets"]["versions"]:
+            by_memory.setdefault(version["memory_id"], []).append(version["id"])
+        for memory_id, ids in by_memory.items():
+            search.delete(state["tenant"], memory_id, ids)
+        return {"index": "erased"}
+
+    def erase_files(self, state: dict[str, Any]) -> dict[str, Any]:
+        tenant = state["tenant"]
+        removed = 0
+        for chain in state["targets"]["chains"]:
+            removed += self._objects.delete_all_versions(chain_key(tenant, chain["memory_id"], chain["chain_id"]))
+        for file_id in state["targets"]["files"]:
+            removed += self._objects.delete_all_versions(upload_key(tenant, file_id))
+        return {"object_versions": removed}
+
+    def erase_cached_responses(self, state: dict[str, Any]) -> dict[str, Any]:
+        needles = [v["id"] for v in state["targets"]["versions"]] + list(state["targets"]["files"])
+        return {"responses": self._cached.purge_mentioning(needles)}
+
+    def erase_records(self, state: dict[str, Any]) -> dict[str, Any]:
+        tenant = state["tenant"]
+        for chain in state["targets"]["chains"]:
+            self._ports.records.erase_chain(tenant, chain["memory_id"], chain["chain_id"])
+        return {"chains": len(state["targets"]["chains"])}
+
+    def finish_erase(self, state: dict[str, Any]) -> dict[str, Any]:
+        now = self._ports.clock.now_ms()
+        versions = state["targets"]["versions"]
+        result = {
+            "erased": versions,
+            "unreachable": [u for v in versions for u in self._retention.unreachable(v["id"], v["memory_id"], now)],
+        }
+        self._jobs.finish(state["tenant"], state["job_id"], "completed", result, now)
+        return {"status": "completed"}
+
+    def fail(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The workflow gave up after its retries: say so, with every target still unreachable."""
+        now = self._ports.clock.now_ms()
+        error = state.get("error") or {}
+        versions = (state.get("targets") or {}).get("versions", [])
+        result = {
+            "erased": [],
+            "error": str(error.get("Error", "States.TaskFailed")),
+            "unreachable": [
+                {
+                    "record_id": v["id"],
+                    "memory_id": v["memory_id"],
+                    "where": "uhp_memories",
+                    "reason": "the workflow failed before it finished; the record may be partly erased",
+                    "until": "a new erase of the same records succeeds",
+                }
+                for v in versions
+            ],
+        }
+        self._jobs.finish(state["tenant"], state["job_id"], "failed", result, now)
+        return {"status": "failed"}
+
+    # -- delete steps ------------------------------------------------------------------------
+
+    def purge_subtree(self, state: dict[str, Any]) -> dict[str, Any]:
+        removed = self._memories.purge_hidden(state["tenant"], state["memory_id"])
+        return {"memories": len(removed)}
+
+    def finish_delete(self, state: dict[str, Any]) -> dict[str, Any]:
+        now = self._ports.clock.now_ms()
+        self._jobs.finish(state["tenant"], state["job_id"], "completed", {"deleted": True}, now)
+        return {"status": "completed"}
+
+
+class JobNotFound(DomainError):
+    code = "memory_job_not_found"
+    status = 404
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id} not found")

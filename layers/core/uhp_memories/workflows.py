@@ -1,0 +1,46 @@
+"""The state machines and their steps, named once: CDK and local mode both read this.
+
+Each ASL file under functions/workflows/ names its tasks as ${Substitution}; STEPS maps each
+substitution to the handler in functions/steps/handler.py that runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+WORKFLOWS_DIR = Path(__file__).resolve().parents[3] / "functions" / "workflows"
+
+# workflow name -> ASL file
+WORKFLOWS: dict[str, str] = {"erase": "erase.asl.json", "delete": "delete_memory.asl.json"}
+
+# ASL substitution -> step handler (functions.steps.handler.<name>)
+STEPS: dict[str, str] = {
+    "ResolveEraseTargets": "resolve_erase_targets",
+    "EraseFromIndex": "erase_from_index",
+    "EraseFiles": "erase_files",
+    "EraseCachedResponses": "erase_cached_responses",
+    "EraseRecords": "erase_records",
+    "FinishErase": "finish_erase",
+    "RecordFailure": "record_failure",
+    "PurgeSubtree": "purge_subtree",
+    "FinishDelete": "finish_delete",
+}
+
+
+def definition(workflow: str, function_arns: dict[str, str]) -> str:
+    """The ASL of a workflow with every ${Substitution} replaced by its step's Lambda ARN."""
+    text = (WORKFLOWS_DIR / WORKFLOWS[workflow]).read_text()
+    for substitution, step in STEPS.items():
+        text = text.replace("${" + substitution + "}", function_arns[step])
+    return text
+
+
+def substitutions_used(workflow: str) -> list[str]:
+    document: Any = json.loads((WORKFLOWS_DIR / WORKFLOWS[workflow]).read_text())
+    found = []
+    for state in document["States"].values():
+        resource = state.get("Resource", "")
+        if resource.startswith("${"):
+            found.append(resource[2:-1])
+    return found
