@@ -64,7 +64,8 @@ class MemoryRepository(Protocol):
         ...
 
     def purge(self, tenant: str, memory_id: str) -> None:
-        """Remove a memory item and its grants (its records are purged by the record repository)."""
+        """Remove a memory item and everything kept under it (grants, markers; its records too, though
+        the record repository purges those first, with what they index elsewhere)."""
         ...
 
 
@@ -87,7 +88,8 @@ class RecordRepository(Protocol):
         ...
 
     def append_revision(self, previous: RecordVersion, revision: RecordVersion) -> None:
-        """Close `previous` and write `revision`, in one transaction.
+        """Write `previous` in its closed form (status, superseded_by, invalidated_at) and `revision`,
+        in one transaction.
 
         Raises StaleVersion when `previous` is no longer the current active version."""
         ...

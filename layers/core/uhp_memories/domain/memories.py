@@ -245,13 +245,21 @@ class MemoryService:
             description=changes.get("description", memory.description),
             restricted=changes.get("restricted", memory.restricted),
             parent_id=changes["parent_id"] if moving else memory.parent_id,
-            updated_at=self._ports.clock.now_ms(),
         )
+        if updated == memory:
+            # Nothing changes: nothing is written, so no privilege beyond seeing the memory is needed.
+            return self.view(access, memory)
+        updated = updated.evolve(updated_at=self._ports.clock.now_ms())
         try:
             self._ports.memories.update(updated, memory.parent_id, parent_chain)
         except TreeChanged:
             raise MemoryInvalid("the tree changed under this move; read the memory again and retry") from None
-        return self.get(caller, memory_id)
+        # Answer with the memory as written, seen with the caller's privileges after the change: a
+        # move or a restrict may cut the caller's own reach, and then it holds nothing on it (but it
+        # was just told the memory exists, so the answer still names it).
+        after = self._ports.access(caller)
+        after.remember(updated)
+        return self.view(after, updated)
 
     def delete(self, caller: Caller, memory_id: str) -> None:
         """Hide the whole subtree at once, then remove its records, files, grants and nodes, in this

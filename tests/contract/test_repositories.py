@@ -1,0 +1,792 @@
+"""The MemoryRepository and RecordRepository contracts (ports.py), one suite run against every adapter.
+
+Each test runs once on the in-memory fakes and once on the DynamoDB adapters over moto; where the two
+differ, ports.py says which one is right."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.contract.conftest import Repositories
+from uhp_memories.domain.errors import AlreadyExists, StaleVersion, TreeChanged
+from uhp_memories.domain.models import PRIVILEGES, Grant, Memory, RecordVersion, Snapshot
+from uhp_memories.domain.timefmt import format_ms
+
+ACME = "acme"
+GLOBEX = "globex"
+T0 = 1_790_000_000_000
+
+
+def mid(n: int) -> str:
+    return f"hmem_{n:032x}"
+
+
+def gid(n: int) -> str:
+    return f"hgrt_{n:032x}"
+
+
+def rid(n: int) -> str:
+    return f"hrec_{n:032x}"
+
+
+def at(offset_ms: int) -> str:
+    return format_ms(T0 + offset_ms)
+
+
+def memory(n: int, parent: int | None = None, *, tenant: str = ACME, created_at: int | None = None,
+           name: str | None = None, restricted: bool = False) -> Memory:
+    created = T0 + (created_at if created_at is not None else n)
+    return Memory(
+        tenant=tenant,
+        id=mid(n),
+        name=name or f"memory {n}",
+        description=f"what memory {n} holds",
+        parent_id=mid(parent) if parent is not None else None,
+        restricted=restricted,
+        provider="native",
+        created_by="user:alice",
+        created_at=created,
+        updated_at=created,
+    )
+
+
+def grant(n: int, memory_id: str, principal: str = "user:bob", *, tenant: str = ACME,
+          privileges: tuple[str, ...] = ("read",), created_at: int = 0) -> Grant:
+    return Grant(tenant, gid(n), memory_id, principal, privileges, T0 + created_at, "user:alice")
+
+
+def creator_grant(m: Memory) -> Grant:
+    grant_id = "hgrt_c" + m.id[6:]
+    return Grant(m.tenant, grant_id, m.id, m.created_by, PRIVILEGES, m.created_at, m.created_by, implicit=True)
+
+
+def add(repos: Repositories, n: int, parent: int | None = None, **fields) -> Memory:
+    m = memory(n, parent, **fields)
+    repos.memories.create(m, creator_grant(m))
+    return m
+
+
+def first(n: int, memory_id: str, written: int, *, tenant: str = ACME, content: str | None = None,
+          type_: str = "fact") -> RecordVersion:
+    return RecordVersion(
+        tenant=tenant,
+        memory_id=memory_id,
+        id=rid(n),
+        chain_id=rid(n),
+        version=1,
+        type=type_,
+        content=content if content is not None else f"record {n}",
+        attributes={"n": n, "nested": {"big": 2**60, "ratio": 0.25, "ok": True, "none": None}},
+        status="active",
+        supersedes=None,
+        superseded_by=None,
+        valid_from="2026-01-01T00:00:00.000Z",
+        valid_to=None,
+        written_at=at(written),
+        invalidated_at=None,
+        written_by={"kind": "user", "id": "alice"},
+        references=({"rel": "related", "memory_id": memory_id, "record_id": rid(999)},),
+    )
+
+
+def revision(current: RecordVersion, n: int, written: int, content: str) -> tuple[RecordVersion, RecordVersion]:
+    """(the current version closed, its revision), as RecordService.revise builds them."""
+    new = current.evolve(id=rid(n), version=current.version + 1, content=content, supersedes=current.id,
+                         written_at=at(written))
+    closed = current.evolve(status="superseded", superseded_by=new.id, invalidated_at=new.written_at)
+    return closed, new
+
+
+def forgotten(current: RecordVersion, written: int) -> RecordVersion:
+    return current.evolve(status="forgotten", invalidated_at=at(written))
+
+
+def revise(repos: Repositories, current: RecordVersion, n: int, written: int, content: str) -> RecordVersion:
+    closed, new = revision(current, n, written, content)
+    repos.records.append_revision(closed, new)
+    return new
+
+
+def ids(items) -> list[str]:
+    return [item.id for item in items]
+
+
+# -- MemoryRepository: create, get, children -----------------------------------------------------
+
+
+def test_create_then_get_returns_the_memory_as_written(repos: Repositories) -> None:
+    root = add(repos, 1, restricted=True, name="Sales — Ünïcode")
+    child = add(repos, 2, parent=1)
+    assert repos.memories.get(ACME, root.id) == root
+    assert repos.memories.get(ACME, child.id) == child
+    assert repos.memories.get(ACME, mid(99)) is None
+
+
+def test_empty_and_absent_fields_round_trip(repos: Repositories) -> None:
+    bare = memory(1).evolve(description="")
+    repos.memories.create(bare, creator_grant(bare))
+    assert repos.memories.get(ACME, bare.id) == bare
+    record = first(1, bare.id, 10, content="").evolve(attributes={}, valid_from=None, references=())
+    repos.records.append_first(record)
+    assert repos.records.get(ACME, bare.id, record.id) == record
+
+
+def test_create_writes_the_creators_grant(repos: Repositories) -> None:
+    root = add(repos, 1)
+    assert repos.memories.grants_on(ACME, root.id) == [creator_grant(root)]
+    assert repos.memories.grants_of(ACME, ["user:alice"]) == [creator_grant(root)]
+
+
+def test_children_are_the_direct_children_oldest_first(repos: Repositories) -> None:
+    add(repos, 1)
+    add(repos, 5, parent=1, created_at=30)
+    add(repos, 4, parent=1, created_at=10)
+    add(repos, 3, parent=1, created_at=20)
+    add(repos, 2, parent=1, created_at=20)  # same instant as 3: the id breaks the tie
+    add(repos, 6, parent=4, created_at=40)
+    assert ids(repos.memories.children(ACME, mid(1))) == [mid(4), mid(2), mid(3), mid(5)]
+    assert ids(repos.memories.children(ACME, mid(4))) == [mid(6)]
+    assert repos.memories.children(ACME, mid(6)) == []
+    assert repos.memories.children(ACME, mid(99)) == []
+
+
+def test_create_under_a_missing_parent_raises_tree_changed_and_writes_nothing(repos: Repositories) -> None:
+    orphan = memory(2, parent=1)
+    with pytest.raises(TreeChanged):
+        repos.memories.create(orphan, creator_grant(orphan))
+    assert repos.memories.get(ACME, orphan.id) is None
+    assert repos.memories.grants_on(ACME, orphan.id) == []
+    assert repos.memories.grants_of(ACME, ["user:alice"]) == []
+
+
+def test_create_under_a_parent_being_deleted_raises_tree_changed(repos: Repositories) -> None:
+    add(repos, 1)
+    repos.memories.mark_deleting(ACME, [mid(1)])
+    child = memory(2, parent=1)
+    with pytest.raises(TreeChanged):
+        repos.memories.create(child, creator_grant(child))
+    assert repos.memories.get(ACME, child.id) is None
+    assert repos.memories.children(ACME, mid(1)) == []
+
+
+# -- MemoryRepository: update and the chain guard ------------------------------------------------
+
+
+def test_update_replaces_the_client_fields(repos: Repositories) -> None:
+    root = add(repos, 1)
+    changed = root.evolve(name="Renamed", description="new words", restricted=True, updated_at=root.updated_at + 5)
+    repos.memories.update(changed, None, [])
+    assert repos.memories.get(ACME, root.id) == changed
+
+
+def test_update_keeps_the_record_count(repos: Repositories) -> None:
+    root = add(repos, 1)
+    repos.records.append_first(first(1, root.id, 1))
+    repos.memories.update(root.evolve(name="Renamed"), None, [])
+    stored = repos.memories.get(ACME, root.id)
+    assert stored.name == "Renamed"
+    assert stored.record_count == 1
+
+
+def test_update_moves_a_memory_between_parents_and_to_the_root(repos: Repositories) -> None:
+    a = add(repos, 1)
+    b = add(repos, 2)
+    c = add(repos, 3, parent=2)
+    x = add(repos, 4, parent=1)
+
+    moved = x.evolve(parent_id=c.id)
+    repos.memories.update(moved, a.id, [c, b])
+    assert repos.memories.get(ACME, x.id) == moved
+    assert repos.memories.children(ACME, a.id) == []
+    assert ids(repos.memories.children(ACME, c.id)) == [x.id]
+
+    as_root = moved.evolve(parent_id=None)
+    repos.memories.update(as_root, c.id, [])
+    assert repos.memories.get(ACME, x.id).parent_id is None
+    assert repos.memories.children(ACME, c.id) == []
+
+    back = as_root.evolve(parent_id=a.id)
+    repos.memories.update(back, None, [a])
+    assert repos.memories.get(ACME, x.id).parent_id == a.id
+    assert ids(repos.memories.children(ACME, a.id)) == [x.id]
+
+
+def test_update_fails_when_the_parent_is_no_longer_the_expected_one(repos: Repositories) -> None:
+    a = add(repos, 1)
+    b = add(repos, 2)
+    x = add(repos, 3, parent=1)
+    with pytest.raises(TreeChanged):
+        repos.memories.update(x.evolve(parent_id=b.id, name="moved"), b.id, [b])
+    with pytest.raises(TreeChanged):
+        repos.memories.update(x.evolve(name="renamed"), None, [])
+    assert repos.memories.get(ACME, x.id) == x
+    assert ids(repos.memories.children(ACME, a.id)) == [x.id]
+
+
+def test_update_fails_when_a_node_of_the_parent_chain_moved(repos: Repositories) -> None:
+    """Two concurrent moves: x under c (read while c sat under b), while c moves under x."""
+    add(repos, 1)
+    b = add(repos, 2, parent=1)
+    c = add(repos, 3, parent=2)
+    x = add(repos, 4, parent=1)
+    chain_as_read = [c, b, repos.memories.get(ACME, mid(1))]
+
+    repos.memories.update(c.evolve(parent_id=x.id), b.id, [x, repos.memories.get(ACME, mid(1))])
+    with pytest.raises(TreeChanged):
+        repos.memories.update(x.evolve(parent_id=c.id), mid(1), chain_as_read)
+    assert repos.memories.get(ACME, x.id) == x
+    assert repos.memories.get(ACME, c.id).parent_id == x.id
+
+
+def test_update_fails_when_a_higher_node_of_the_chain_moved(repos: Repositories) -> None:
+    a = add(repos, 1)
+    b = add(repos, 2, parent=1)
+    other = add(repos, 3)
+    x = add(repos, 4)
+    chain_as_read = [b, a]
+    repos.memories.update(a.evolve(parent_id=other.id), None, [other])
+    with pytest.raises(TreeChanged):
+        repos.memories.update(x.evolve(parent_id=b.id), None, chain_as_read)
+    assert repos.memories.get(ACME, x.id) == x
+
+
+@pytest.mark.parametrize("fate", ["deleting", "purged"])
+def test_update_fails_when_a_node_of_the_chain_is_going(repos: Repositories, fate: str) -> None:
+    a = add(repos, 1)
+    b = add(repos, 2, parent=1)
+    x = add(repos, 3)
+    if fate == "deleting":
+        repos.memories.mark_deleting(ACME, [a.id])
+    else:
+        repos.memories.purge(ACME, a.id)
+    with pytest.raises(TreeChanged):
+        repos.memories.update(x.evolve(parent_id=b.id), None, [b, a])
+    assert repos.memories.get(ACME, x.id) == x
+
+
+@pytest.mark.parametrize("fate", ["deleting", "missing"])
+def test_update_of_a_memory_being_deleted_or_missing_fails(repos: Repositories, fate: str) -> None:
+    x = add(repos, 1) if fate == "deleting" else memory(1)
+    if fate == "deleting":
+        repos.memories.mark_deleting(ACME, [x.id])
+    with pytest.raises(TreeChanged):
+        repos.memories.update(x.evolve(name="renamed"), None, [])
+    stored = repos.memories.get(ACME, x.id)
+    if fate == "missing":
+        assert stored is None
+    else:
+        assert stored.name == x.name
+
+
+# -- MemoryRepository: grants --------------------------------------------------------------------
+
+
+def test_grants_on_a_memory_oldest_first(repos: Repositories) -> None:
+    root = add(repos, 1)
+    later = grant(2, root.id, "group:sales", privileges=("read", "write"), created_at=50)
+    earlier = grant(3, root.id, "user:bob", created_at=20)
+    tie = grant(1, root.id, "user:carol", created_at=20)
+    for g in (later, earlier, tie):
+        repos.memories.put_grant(g)
+    assert repos.memories.grants_on(ACME, root.id) == [creator_grant(root), tie, earlier, later]
+
+
+def test_grants_of_finds_every_grant_of_any_of_the_principals(repos: Repositories) -> None:
+    a = add(repos, 1)
+    b = add(repos, 2, parent=1)
+    g1 = grant(1, a.id, "user:bob")
+    g2 = grant(2, b.id, "user:bob", privileges=("write",))
+    g3 = grant(3, b.id, "group:sales")
+    g4 = grant(4, a.id, "user:carol")
+    for g in (g1, g2, g3, g4):
+        repos.memories.put_grant(g)
+
+    def key(g: Grant) -> str:
+        return g.id
+
+    assert sorted(repos.memories.grants_of(ACME, ["user:bob"]), key=key) == [g1, g2]
+    assert sorted(repos.memories.grants_of(ACME, ["user:bob", "group:sales"]), key=key) == [g1, g2, g3]
+    assert sorted(repos.memories.grants_of(ACME, ["user:bob", "user:bob"]), key=key) == [g1, g2]
+    assert repos.memories.grants_of(ACME, ["user:nobody"]) == []
+    assert repos.memories.grants_of(ACME, []) == []
+
+
+@pytest.mark.parametrize("fate", ["deleting", "missing"])
+def test_put_grant_on_a_memory_going_or_gone_raises_tree_changed(repos: Repositories, fate: str) -> None:
+    if fate == "deleting":
+        add(repos, 1)
+        repos.memories.mark_deleting(ACME, [mid(1)])
+    g = grant(1, mid(1))
+    with pytest.raises(TreeChanged):
+        repos.memories.put_grant(g)
+    assert repos.memories.grants_of(ACME, ["user:bob"]) == []
+
+
+def test_delete_grant(repos: Repositories) -> None:
+    a = add(repos, 1)
+    b = add(repos, 2)
+    g = grant(1, a.id)
+    repos.memories.put_grant(g)
+    assert repos.memories.delete_grant(ACME, b.id, g.id) is False  # only through the memory it sits on
+    assert repos.memories.grants_of(ACME, ["user:bob"]) == [g]
+    assert repos.memories.delete_grant(ACME, a.id, g.id) is True
+    assert repos.memories.grants_of(ACME, ["user:bob"]) == []
+    assert repos.memories.grants_on(ACME, a.id) == [creator_grant(a)]
+    assert repos.memories.delete_grant(ACME, a.id, g.id) is False
+    assert repos.memories.delete_grant(ACME, mid(99), gid(99)) is False
+
+
+# -- MemoryRepository: mark_deleting and purge ---------------------------------------------------
+
+
+def test_mark_deleting_hides_memories_at_once(repos: Repositories) -> None:
+    a = add(repos, 1)
+    b = add(repos, 2, parent=1)
+    keep = add(repos, 3)
+    repos.memories.mark_deleting(ACME, [a.id, mid(99), b.id])  # one already gone: the rest are still marked
+    assert repos.memories.get(ACME, a.id) == a.evolve(deleting=True)
+    assert repos.memories.get(ACME, b.id) == b.evolve(deleting=True)
+    assert repos.memories.get(ACME, keep.id) == keep
+    assert repos.memories.get(ACME, mid(99)) is None
+
+
+def test_purge_removes_the_memory_and_its_grants(repos: Repositories) -> None:
+    a = add(repos, 1)
+    b = add(repos, 2, parent=1)
+    c = add(repos, 3, parent=1)
+    on_b = grant(1, b.id)
+    on_c = grant(2, c.id)
+    repos.memories.put_grant(on_b)
+    repos.memories.put_grant(on_c)
+    repos.memories.mark_deleting(ACME, [b.id])
+    repos.memories.purge(ACME, b.id)
+
+    assert repos.memories.get(ACME, b.id) is None
+    assert repos.memories.grants_on(ACME, b.id) == []
+    assert repos.memories.grants_of(ACME, ["user:bob"]) == [on_c]
+    assert {g.memory_id for g in repos.memories.grants_of(ACME, ["user:alice"])} == {a.id, c.id}
+    assert ids(repos.memories.children(ACME, a.id)) == [c.id]
+    repos.memories.purge(ACME, b.id)  # a purge retried finds nothing left to do
+    assert repos.memories.get(ACME, c.id) == c
+
+
+# -- RecordRepository: append, revise, close -----------------------------------------------------
+
+
+def test_append_first_writes_the_version_and_counts_it(repos: Repositories) -> None:
+    m = add(repos, 1)
+    record = first(1, m.id, 10, content="Acme renews in März — 🎉")
+    repos.records.append_first(record)
+    assert repos.records.get(ACME, m.id, record.id) == record
+    assert repos.memories.get(ACME, m.id).record_count == 1
+    repos.records.append_first(first(2, m.id, 11))
+    assert repos.memories.get(ACME, m.id).record_count == 2
+
+
+def test_a_record_is_found_only_through_its_memory(repos: Repositories) -> None:
+    m = add(repos, 1)
+    other = add(repos, 2)
+    repos.records.append_first(first(1, m.id, 10))
+    assert repos.records.get(ACME, other.id, rid(1)) is None
+    assert repos.records.get(ACME, m.id, rid(2)) is None
+    assert repos.records.get(ACME, m.id, mid(1)) is None  # a memory id is not a record id
+
+
+@pytest.mark.parametrize("fate", ["deleting", "missing"])
+def test_append_first_to_a_memory_going_or_gone_raises_tree_changed(repos: Repositories, fate: str) -> None:
+    if fate == "deleting":
+        add(repos, 1)
+        repos.memories.mark_deleting(ACME, [mid(1)])
+    with pytest.raises(TreeChanged):
+        repos.records.append_first(first(1, mid(1), 10))
+    assert repos.records.get(ACME, mid(1), rid(1)) is None
+    assert repos.records.chain(ACME, rid(1)) == []
+    if fate == "deleting":
+        assert repos.memories.get(ACME, mid(1)).record_count == 0
+
+
+def test_append_revision_closes_the_previous_and_writes_the_revision(repos: Repositories) -> None:
+    m = add(repos, 1)
+    v1 = first(1, m.id, 10)
+    repos.records.append_first(v1)
+    closed, v2 = revision(v1, 2, 20, "second")
+    repos.records.append_revision(closed, v2)
+
+    stored_v1 = repos.records.get(ACME, m.id, v1.id)
+    assert stored_v1 == closed
+    assert (stored_v1.status, stored_v1.superseded_by, stored_v1.invalidated_at) == ("superseded", v2.id, at(20))
+    assert stored_v1.content == v1.content
+    assert repos.records.get(ACME, m.id, v2.id) == v2
+    assert repos.records.chain(ACME, v1.chain_id) == [closed, v2]
+    assert repos.memories.get(ACME, m.id).record_count == 1
+
+
+def test_append_revision_of_a_version_no_longer_current_writes_nothing(repos: Repositories) -> None:
+    m = add(repos, 1)
+    v1 = first(1, m.id, 10)
+    repos.records.append_first(v1)
+    v2 = revise(repos, v1, 2, 20, "second")
+
+    late_closed, late = revision(v1, 3, 30, "a lost update")
+    with pytest.raises(StaleVersion):
+        repos.records.append_revision(late_closed, late)
+    assert repos.records.get(ACME, m.id, late.id) is None
+    assert repos.records.chain(ACME, v1.chain_id) == [revision(v1, 2, 20, "second")[0], v2]
+    assert ids(v for _, v in repos.records.scan_active(ACME, m.id, None)) == [v2.id]
+
+
+def test_append_revision_of_a_forgotten_or_missing_version_raises_stale(repos: Repositories) -> None:
+    m = add(repos, 1)
+    v1 = first(1, m.id, 10)
+    repos.records.append_first(v1)
+    gone = forgotten(v1, 20)
+    repos.records.close(v1, gone)
+    with pytest.raises(StaleVersion):
+        repos.records.append_revision(*revision(v1, 2, 30, "back"))
+    with pytest.raises(StaleVersion):
+        repos.records.append_revision(*revision(first(5, m.id, 10), 6, 30, "never was"))
+    assert repos.records.get(ACME, m.id, rid(2)) is None
+    assert repos.records.get(ACME, m.id, rid(6)) is None
+    assert repos.records.chain(ACME, v1.chain_id) == [gone]
+
+
+def test_revise_or_close_in_a_memory_being_deleted_raises_stale(repos: Repositories) -> None:
+    m = add(repos, 1)
+    v1 = first(1, m.id, 10)
+    repos.records.append_first(v1)
+    repos.memories.mark_deleting(ACME, [m.id])
+    with pytest.raises(StaleVersion):
+        repos.records.append_revision(*revision(v1, 2, 20, "late"))
+    with pytest.raises(StaleVersion):
+        repos.records.close(v1, forgotten(v1, 20))
+    assert repos.records.get(ACME, m.id, v1.id) == v1
+    assert repos.records.get(ACME, m.id, rid(2)) is None
+    assert repos.memories.get(ACME, m.id).record_count == 1
+
+
+def test_close_forgets_the_current_version_and_uncounts_it(repos: Repositories) -> None:
+    m = add(repos, 1)
+    v1 = first(1, m.id, 10)
+    repos.records.append_first(v1)
+    repos.records.append_first(first(2, m.id, 11))
+    gone = forgotten(v1, 20)
+    repos.records.close(v1, gone)
+    assert repos.records.get(ACME, m.id, v1.id) == gone
+    assert repos.memories.get(ACME, m.id).record_count == 1
+    assert ids(v for _, v in repos.records.scan_active(ACME, m.id, None)) == [rid(2)]
+
+    with pytest.raises(StaleVersion):
+        repos.records.close(v1, forgotten(v1, 30))
+    assert repos.records.get(ACME, m.id, v1.id) == gone
+    assert repos.memories.get(ACME, m.id).record_count == 1
+
+
+def test_close_of_a_superseded_version_raises_stale_and_writes_nothing(repos: Repositories) -> None:
+    m = add(repos, 1)
+    v1 = first(1, m.id, 10)
+    repos.records.append_first(v1)
+    v2 = revise(repos, v1, 2, 20, "second")
+    closed_v1 = repos.records.get(ACME, m.id, v1.id)
+    with pytest.raises(StaleVersion):
+        repos.records.close(v1, forgotten(v1, 30))
+    assert repos.records.get(ACME, m.id, v1.id) == closed_v1
+    assert repos.records.get(ACME, m.id, v2.id) == v2
+    assert repos.memories.get(ACME, m.id).record_count == 1
+
+
+def test_chain_is_every_version_oldest_first(repos: Repositories) -> None:
+    m = add(repos, 1)
+    current = first(1, m.id, 10)
+    repos.records.append_first(current)
+    repos.records.append_first(first(100, m.id, 11))  # another record: another chain
+    for i in range(2, 13):  # past version 9, so versions must sort as numbers
+        current = revise(repos, current, i, 10 * i, f"v{i}")
+    chain = repos.records.chain(ACME, rid(1))
+    assert [v.version for v in chain] == list(range(1, 13))
+    assert ids(chain) == [rid(i) for i in range(1, 13)]
+    assert all(v.chain_id == rid(1) for v in chain)
+    assert ids(repos.records.chain(ACME, rid(100))) == [rid(100)]
+    assert repos.records.chain(ACME, rid(55)) == []
+
+
+# -- RecordRepository: scans ---------------------------------------------------------------------
+
+
+def drain(pairs) -> tuple[list[str], list[str]]:
+    positions, found = [], []
+    for position, version in pairs:
+        positions.append(position)
+        found.append(version.id)
+    return positions, found
+
+
+def test_scan_active_is_current_active_versions_newest_first_and_resumable(repos: Repositories) -> None:
+    m = add(repos, 1)
+    records = [first(i, m.id, 10 * i) for i in range(1, 8)]
+    for r in records:
+        repos.records.append_first(r)
+    v3b = revise(repos, records[2], 30, 100, "revised")  # the newest write
+    repos.records.close(records[4], forgotten(records[4], 110))
+
+    positions, found = drain(repos.records.scan_active(ACME, m.id, None))
+    assert found == [v3b.id, rid(7), rid(6), rid(4), rid(2), rid(1)]
+    assert len(set(positions)) == len(positions)
+    for k, position in enumerate(positions):
+        _, rest = drain(repos.records.scan_active(ACME, m.id, position))
+        assert rest == found[k + 1:]
+    assert repos.memories.get(ACME, m.id).record_count == 6
+
+
+def test_scan_versions_is_every_version_newest_first_and_resumable(repos: Repositories) -> None:
+    m = add(repos, 1)
+    v1 = first(1, m.id, 10)
+    repos.records.append_first(v1)
+    repos.records.append_first(first(2, m.id, 20))
+    v1b = revise(repos, v1, 3, 30, "second")
+    repos.records.close(v1b, forgotten(v1b, 40))
+    repos.records.append_first(first(4, m.id, 50))
+
+    positions, found = drain(repos.records.scan_versions(ACME, m.id, None, None))
+    assert found == [rid(4), rid(3), rid(2), rid(1)]
+    statuses = {v.id: v.status for _, v in repos.records.scan_versions(ACME, m.id, None, None)}
+    assert statuses == {rid(4): "active", rid(3): "forgotten", rid(2): "active", rid(1): "superseded"}
+    for k, position in enumerate(positions):
+        _, rest = drain(repos.records.scan_versions(ACME, m.id, position, None))
+        assert rest == found[k + 1:]
+
+
+def test_scan_versions_written_up_to_an_instant_includes_that_instant(repos: Repositories) -> None:
+    m = add(repos, 1)
+    for i in range(1, 7):
+        repos.records.append_first(first(i, m.id, 10 * i))
+
+    def up_to(instant: str, after: str | None = None) -> list[str]:
+        return drain(repos.records.scan_versions(ACME, m.id, after, instant))[1]
+
+    assert up_to(at(30)) == [rid(3), rid(2), rid(1)]
+    assert up_to(at(29)) == [rid(2), rid(1)]
+    assert up_to(at(9)) == []
+    assert up_to(at(1000)) == [rid(i) for i in range(6, 0, -1)]
+    positions, _ = drain(repos.records.scan_versions(ACME, m.id, None, at(50)))
+    assert up_to(at(50), positions[1]) == [rid(3), rid(2), rid(1)]
+
+
+def test_versions_written_at_the_same_instant_keep_a_stable_order(repos: Repositories) -> None:
+    m = add(repos, 1)
+    for i in (3, 1, 2):
+        repos.records.append_first(first(i, m.id, 10))
+    positions, found = drain(repos.records.scan_active(ACME, m.id, None))
+    assert found == [rid(3), rid(2), rid(1)]
+    assert drain(repos.records.scan_active(ACME, m.id, positions[0]))[1] == [rid(2), rid(1)]
+    assert drain(repos.records.scan_versions(ACME, m.id, None, at(10)))[1] == [rid(3), rid(2), rid(1)]
+
+
+def test_scans_of_an_empty_or_unknown_memory_find_nothing(repos: Repositories) -> None:
+    m = add(repos, 1)
+    assert list(repos.records.scan_active(ACME, m.id, None)) == []
+    assert list(repos.records.scan_versions(ACME, mid(99), None, None)) == []
+
+
+# -- RecordRepository: snapshots and purge -------------------------------------------------------
+
+
+def snapshot(n: int, memory_id: str, name: str, *, tenant: str = ACME, time: int = 0) -> Snapshot:
+    return Snapshot(tenant, memory_id, f"hsnp_{n:032x}", name, f"message {n}", at(time), "user:alice")
+
+
+def test_snapshots_put_get_and_list(repos: Repositories) -> None:
+    m = add(repos, 1)
+    other = add(repos, 2)
+    s1 = snapshot(1, m.id, "before-cleanup", time=10)
+    s2 = snapshot(2, m.id, "after cleanup", time=20)
+    s3 = snapshot(3, other.id, "before-cleanup", time=30)
+    for s in (s1, s2, s3):
+        repos.records.put_snapshot(s)
+    assert repos.records.get_snapshot(ACME, m.id, "before-cleanup") == s1
+    assert repos.records.get_snapshot(ACME, other.id, "before-cleanup") == s3
+    assert repos.records.get_snapshot(ACME, m.id, "nope") is None
+    assert sorted(repos.records.list_snapshots(ACME, m.id), key=lambda s: s.id) == [s1, s2]
+    assert repos.records.list_snapshots(ACME, mid(99)) == []
+
+
+def test_a_snapshot_name_is_taken_once_per_memory(repos: Repositories) -> None:
+    m = add(repos, 1)
+    s1 = snapshot(1, m.id, "v1", time=10)
+    repos.records.put_snapshot(s1)
+    with pytest.raises(AlreadyExists):
+        repos.records.put_snapshot(snapshot(2, m.id, "v1", time=20))
+    assert repos.records.get_snapshot(ACME, m.id, "v1") == s1
+    assert repos.records.list_snapshots(ACME, m.id) == [s1]
+
+
+@pytest.mark.parametrize("fate", ["deleting", "missing"])
+def test_a_snapshot_of_a_memory_going_or_gone_raises_tree_changed(repos: Repositories, fate: str) -> None:
+    if fate == "deleting":
+        add(repos, 1)
+        repos.memories.mark_deleting(ACME, [mid(1)])
+    with pytest.raises(TreeChanged):
+        repos.records.put_snapshot(snapshot(1, mid(1), "late", time=10))
+    assert repos.records.get_snapshot(ACME, mid(1), "late") is None
+    assert repos.records.list_snapshots(ACME, mid(1)) == []
+
+
+def test_purge_memory_removes_every_version_and_snapshot_of_that_memory_only(repos: Repositories) -> None:
+    m = add(repos, 1)
+    keep = add(repos, 2)
+    v1 = first(1, m.id, 10)
+    repos.records.append_first(v1)
+    revise(repos, v1, 2, 20, "second")
+    for i in range(3, 8):
+        repos.records.append_first(first(i, m.id, 10 * i))
+    kept = first(50, keep.id, 15)
+    repos.records.append_first(kept)
+    repos.records.put_snapshot(snapshot(1, m.id, "s", time=25))
+    kept_snapshot = snapshot(2, keep.id, "s", time=25)
+    repos.records.put_snapshot(kept_snapshot)
+
+    repos.records.purge_memory(ACME, m.id)
+    assert list(repos.records.scan_versions(ACME, m.id, None, None)) == []
+    assert list(repos.records.scan_active(ACME, m.id, None)) == []
+    assert repos.records.chain(ACME, v1.chain_id) == []
+    assert repos.records.get(ACME, m.id, rid(3)) is None
+    assert repos.records.list_snapshots(ACME, m.id) == []
+    assert repos.records.get_snapshot(ACME, m.id, "s") is None
+
+    assert repos.records.get(ACME, keep.id, kept.id) == kept
+    assert repos.records.list_snapshots(ACME, keep.id) == [kept_snapshot]
+    assert repos.memories.get(ACME, keep.id).record_count == 1
+
+
+# -- tenants -------------------------------------------------------------------------------------
+
+
+def test_tenants_are_isolated_even_with_the_same_ids(repos: Repositories) -> None:
+    ours_root = add(repos, 1, name="ours")
+    ours_child = add(repos, 2, parent=1, name="ours child")
+    our_grant = grant(1, ours_root.id)
+    repos.memories.put_grant(our_grant)
+    our_record = first(1, ours_root.id, 10, content="ours")
+    repos.records.append_first(our_record)
+    our_snapshot = snapshot(1, ours_root.id, "s", time=20)
+    repos.records.put_snapshot(our_snapshot)
+
+    # Nothing of ours is visible from the other tenant, and writes there cannot attach to ours.
+    assert repos.memories.get(GLOBEX, ours_root.id) is None
+    assert repos.memories.children(GLOBEX, ours_root.id) == []
+    assert repos.memories.grants_on(GLOBEX, ours_root.id) == []
+    assert repos.memories.grants_of(GLOBEX, ["user:bob", "user:alice"]) == []
+    assert repos.records.get(GLOBEX, ours_root.id, our_record.id) is None
+    assert repos.records.chain(GLOBEX, our_record.chain_id) == []
+    assert list(repos.records.scan_active(GLOBEX, ours_root.id, None)) == []
+    assert list(repos.records.scan_versions(GLOBEX, ours_root.id, None, None)) == []
+    assert repos.records.get_snapshot(GLOBEX, ours_root.id, "s") is None
+    assert repos.records.list_snapshots(GLOBEX, ours_root.id) == []
+    theirs_under_ours = memory(3, parent=1, tenant=GLOBEX)
+    with pytest.raises(TreeChanged):
+        repos.memories.create(theirs_under_ours, creator_grant(theirs_under_ours))
+    with pytest.raises(TreeChanged):
+        repos.memories.put_grant(grant(9, ours_root.id, tenant=GLOBEX))
+    with pytest.raises(TreeChanged):
+        repos.records.append_first(first(9, ours_root.id, 10, tenant=GLOBEX))
+    assert repos.memories.delete_grant(GLOBEX, ours_root.id, our_grant.id) is False
+
+    # The other tenant builds the same ids; each tenant reads only its own.
+    theirs_root = add(repos, 1, tenant=GLOBEX, name="theirs")
+    theirs_child = add(repos, 2, parent=1, tenant=GLOBEX, name="theirs child")
+    their_grant = grant(1, theirs_root.id, tenant=GLOBEX, privileges=("write",))
+    repos.memories.put_grant(their_grant)
+    their_record = first(1, theirs_root.id, 10, tenant=GLOBEX, content="theirs")
+    repos.records.append_first(their_record)
+    their_snapshot = snapshot(1, theirs_root.id, "s", tenant=GLOBEX, time=30)
+    repos.records.put_snapshot(their_snapshot)
+
+    assert repos.memories.get(ACME, mid(1)) == ours_root.evolve(record_count=1)
+    assert repos.memories.get(GLOBEX, mid(1)) == theirs_root.evolve(record_count=1)
+    assert repos.memories.children(ACME, mid(1)) == [ours_child]
+    assert repos.memories.children(GLOBEX, mid(1)) == [theirs_child]
+    assert repos.memories.grants_of(ACME, ["user:bob"]) == [our_grant]
+    assert repos.memories.grants_of(GLOBEX, ["user:bob"]) == [their_grant]
+    assert repos.records.get(ACME, mid(1), rid(1)).content == "ours"
+    assert repos.records.get(GLOBEX, mid(1), rid(1)).content == "theirs"
+    assert repos.records.chain(GLOBEX, rid(1)) == [their_record]
+    assert [v for _, v in repos.records.scan_active(GLOBEX, mid(1), None)] == [their_record]
+    assert repos.records.list_snapshots(GLOBEX, mid(1)) == [their_snapshot]
+
+    # Changes in the other tenant leave ours alone.
+    their_revision = revise(repos, their_record, 2, 40, "theirs, revised")
+    assert repos.records.get(ACME, mid(1), rid(1)) == our_record
+    assert repos.records.get(ACME, mid(1), their_revision.id) is None
+    assert repos.memories.delete_grant(GLOBEX, mid(1), gid(1)) is True
+    assert repos.memories.grants_of(ACME, ["user:bob"]) == [our_grant]
+    repos.memories.mark_deleting(GLOBEX, [mid(1), mid(2)])
+    repos.records.purge_memory(GLOBEX, mid(1))
+    repos.memories.purge(GLOBEX, mid(2))
+    repos.memories.purge(GLOBEX, mid(1))
+    assert repos.memories.get(GLOBEX, mid(1)) is None
+    assert repos.memories.get(ACME, mid(1)) == ours_root.evolve(record_count=1)
+    assert repos.memories.get(ACME, mid(2)) == ours_child
+    assert repos.records.get(ACME, mid(1), rid(1)) == our_record
+    assert repos.records.list_snapshots(ACME, mid(1)) == [our_snapshot]
+    assert repos.memories.grants_on(ACME, mid(1)) == [our_grant, creator_grant(ours_root)]
+
+
+# -- RecordRepository: derived records and erase ------------------------------------------------
+
+
+def derived(n: int, memory_id: str, written: int, source: RecordVersion) -> RecordVersion:
+    record = first(n, memory_id, written)
+    return record.evolve(references=({"rel": "derived_from", "memory_id": source.memory_id, "record_id": source.id},))
+
+
+def test_derived_from_finds_records_derived_from_any_version_across_memories(repos: Repositories) -> None:
+    m, other = add(repos, 1), add(repos, 2)
+    source = first(1, m.id, 10)
+    repos.records.append_first(source)
+    v2 = revise(repos, source, 2, 20, "second")
+    copy_of_v1 = derived(3, other.id, 30, source)
+    copy_of_v2 = derived(4, m.id, 40, v2)
+    related_only = first(5, other.id, 50)  # a plain "related" reference is no derivation
+    for record in (copy_of_v1, copy_of_v2, related_only):
+        repos.records.append_first(record)
+    assert sorted(repos.records.derived_from(ACME, [source.id, v2.id])) == sorted(
+        [(other.id, copy_of_v1.chain_id), (m.id, copy_of_v2.chain_id)]
+    )
+    assert repos.records.derived_from(ACME, [copy_of_v1.id]) == []
+    assert repos.records.derived_from(GLOBEX, [source.id]) == []
+
+
+def test_erase_chain_removes_every_version_uncounts_once_and_is_idempotent(repos: Repositories) -> None:
+    m, other = add(repos, 1), add(repos, 2)
+    source = first(1, m.id, 10)
+    repos.records.append_first(source)
+    v2 = revise(repos, source, 2, 20, "second")
+    kept = first(3, m.id, 30)
+    repos.records.append_first(kept)
+    copy = derived(4, other.id, 40, v2)
+    repos.records.append_first(copy)
+    assert repos.memories.get(ACME, m.id).record_count == 2
+
+    assert sorted(repos.records.erase_chain(ACME, m.id, source.chain_id)) == sorted([source.id, v2.id])
+    assert repos.records.get(ACME, m.id, source.id) is None
+    assert repos.records.get(ACME, m.id, v2.id) is None
+    assert repos.records.chain(ACME, source.chain_id) == []
+    assert repos.memories.get(ACME, m.id).record_count == 1
+    assert repos.records.get(ACME, m.id, kept.id) == kept
+
+    assert repos.records.erase_chain(ACME, m.id, source.chain_id) == []
+    assert repos.memories.get(ACME, m.id).record_count == 1
+
+    # Erasing the derived copy removes its reverse-index entry too.
+    repos.records.erase_chain(ACME, other.id, copy.chain_id)
+    assert repos.records.derived_from(ACME, [v2.id]) == []
+    assert repos.memories.get(ACME, other.id).record_count == 0
+
+
+def test_erase_chain_of_a_forgotten_record_does_not_uncount(repos: Repositories) -> None:
+    m = add(repos, 1)
+    record = first(1, m.id, 10)
+    repos.records.append_first(record)
+    repos.records.close(record, forgotten(record, 20))
+    assert repos.memories.get(ACME, m.id).record_count == 0
+    assert repos.records.erase_chain(ACME, m.id, record.chain_id) == [record.id]
+    assert repos.memories.get(ACME, m.id).record_count == 0
