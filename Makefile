@@ -5,7 +5,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8080
 
-.PHONY: dev test lint typecheck openapi bench clean
+CDK := node_modules/.bin/cdk
+STAGE ?= dev
+export CDK_DISABLE_CLI_TELEMETRY := true
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
+
+.PHONY: dev test lint typecheck openapi bench clean synth deploy
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +33,17 @@ typecheck: $(STAMP)
 
 openapi: $(STAMP)
 	$(BIN)/python -m uhp_memories.api.openapi > docs/openapi.json
+
+$(CDK):
+	npm install --no-audit --no-fund --no-save aws-cdk@2.1148.1
+
+# Offline: no Lambda asset is built (-c bundle=false); `make deploy` builds them without Docker.
+synth: $(STAMP) $(CDK)
+	CDK_VALIDATION=false $(CDK) synth -c bundle=false --quiet
+	CDK_VALIDATION=false $(CDK) synth -c bundle=false -c stage=prod --quiet
+
+deploy: $(STAMP) $(CDK)
+	$(CDK) deploy -c stage=$(STAGE)
 
 clean:
 	rm -rf $(VENV) cdk.out .hypothesis

@@ -99,8 +99,11 @@ class FileRepository(Protocol):
         ...
 
 
+UPLOADS_PREFIX = "uploads/"  # one prefix for every tenant, so a lifecycle rule can expire stale uploads
+
+
 def upload_key(tenant: str, file_id: str) -> str:
-    return f"t/{tenant}/uploads/{file_id}"
+    return f"{UPLOADS_PREFIX}{tenant}/{file_id}"
 
 
 def chain_key(tenant: str, memory_id: str, chain_id: str) -> str:

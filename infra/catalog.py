@@ -1,0 +1,114 @@
+"""Which Lambdas the stack deploys, and what each may touch.
+
+One Lambda per API function package (uhp_memories.api.routes.FUNCTIONS), one for the authorizer,
+and one per workflow step (functions/steps/handler.py, named by uhp_memories.workflows.STEPS); any
+other package under functions/ is a worker (a stream consumer, say). Each gets one role, built from
+its Access entry here and nothing else, so a function gets exactly the access written here.
+
+A Lambda without an entry fails the synth: its access is a decision, never a default. When a
+function starts to use a new store, its entry here changes in the same commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from infra.layout import AUTHORIZER, Layout
+from uhp_memories.api.routes import FUNCTIONS
+from uhp_memories.workflows import STEPS
+
+STEPS_PACKAGE = "steps"
+
+
+@dataclass(frozen=True)
+class Access:
+    """The stores and services one Lambda uses. Each flag maps to a fixed list of actions on named
+    resources (infra/constructs/compute.py)."""
+
+    main_table: bool = False  # items and GSI queries of the main table
+    main_table_stream: bool = False  # consumes the main table's stream (the search indexer)
+    keys_table: bool = False  # reads API keys by hash (the authorizer only)
+    idempotency_table: bool = False  # Powertools idempotency records (writes with an Idempotency-Key)
+    idempotency_purge: bool = False  # scans and deletes kept responses (erase)
+    files: bool = False  # reads and writes file bytes (objects and their versions) in the files bucket
+    files_purge: bool = False  # lists and deletes every version of objects (erase, memory delete)
+    search: bool = False  # IAM-signed requests to the OpenSearch domain, when the stage has one
+    embeddings: bool = False  # bedrock:InvokeModel on the configured embedding model
+    start_workflows: tuple[str, ...] = ()  # workflows it starts and waits on (uhp_memories.workflows.WORKFLOWS)
+
+
+@dataclass(frozen=True)
+class LambdaEntry:
+    """One deployed Lambda: a function package and the handler in its handler.py."""
+
+    name: str  # catalog key: the package, or "steps.<handler>" for a workflow step
+    package: str
+    handler: str = "lambda_handler"
+
+    @property
+    def kind(self) -> str:
+        if self.name == AUTHORIZER:
+            return "authorizer"
+        if self.name in FUNCTIONS:
+            return "api"
+        return "step" if self.package == STEPS_PACKAGE else "worker"
+
+
+# API functions read and write the main table; those with write routes keep Idempotency-Key answers.
+API = Access(main_table=True, idempotency_table=True)
+
+FUNCTION_ACCESS: Mapping[str, Access] = {
+    AUTHORIZER: Access(keys_table=True),
+    "discovery": Access(),  # answers from code alone
+    "memories": Access(main_table=True, idempotency_table=True, start_workflows=("delete",)),
+    "grants": API,
+    # A record naming a file copies the upload under the record, then deletes every version of the upload.
+    "records": Access(main_table=True, idempotency_table=True, files=True, files_purge=True),
+    "snapshots": API,
+    "recall": API,
+    "queries": API,
+    "observe": API,
+    "jobs": Access(main_table=True),  # GET only: no idempotency
+    "erase": Access(main_table=True, idempotency_table=True, start_workflows=("erase",)),
+    "files": Access(main_table=True, idempotency_table=True, files=True),
+    "operations": API,
+    "consolidations": API,
+    "harnesses": API,
+    # Workflow steps (functions/steps/handler.py): each its own Lambda and role.
+    "steps.resolve_erase_targets": Access(main_table=True),
+    "steps.erase_from_index": Access(search=True),
+    "steps.erase_files": Access(files_purge=True),
+    "steps.erase_cached_responses": Access(idempotency_purge=True),
+    "steps.erase_records": Access(main_table=True),
+    "steps.finish_erase": Access(main_table=True),
+    "steps.record_failure": Access(main_table=True),
+    "steps.purge_subtree": Access(main_table=True, files_purge=True),
+    "steps.finish_delete": Access(main_table=True),
+}
+
+
+class UndeclaredFunction(LookupError):
+    pass
+
+
+def lambda_entries(layout: Layout) -> list[LambdaEntry]:
+    """Every Lambda the functions/ folder asks for, in a stable order."""
+    entries = []
+    for package in layout.function_packages():
+        if package == STEPS_PACKAGE:
+            entries += [
+                LambdaEntry(f"{package}.{handler}", package, handler) for handler in sorted(set(STEPS.values()))
+            ]
+        else:
+            entries.append(LambdaEntry(package, package))
+    return entries
+
+
+def access_of(name: str, catalog: Mapping[str, Access] = FUNCTION_ACCESS) -> Access:
+    try:
+        return catalog[name]
+    except KeyError:
+        raise UndeclaredFunction(
+            f"the Lambda {name!r} has no entry in infra/catalog.py FUNCTION_ACCESS: declare what it may touch"
+        ) from None

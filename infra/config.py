@@ -1,0 +1,187 @@
+"""Stage configuration: one validated model per deployed stage, read from cdk.json context.
+
+cdk.json holds every stage under the context key ``uhp-memories:stages``; ``-c stage=NAME`` picks
+one (default ``dev``). There are no per-command overrides of single values: a stage is what cdk.json
+says it is, and the functions get its backup settings in their environment, so what the erase
+report says about backups is true of the deployed stage.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+STAGES_CONTEXT_KEY = "uhp-memories:stages"
+STAGE_CONTEXT_KEY = "stage"
+DEFAULT_STAGE = "dev"
+
+# CloudWatch Logs accepts only these retention periods.
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
+TITAN_V2_DIMENSIONS = (256, 512, 1024)
+OPENSEARCH_SNAPSHOT_DAYS = 14
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class SearchConfig(_Strict):
+    """The OpenSearch Service domain behind recall (k-NN + BM25)."""
+
+    enabled: bool = Field(default=True, description="create the domain (recall needs it once the indexer lands)")
+    engine_version: str = Field(default="OpenSearch_2.19", pattern=r"^OpenSearch_\d+\.\d+$")
+    instance_type: str = Field(default="t3.small.search", pattern=r"^[a-z0-9]+\.[a-z0-9]+\.search$")
+    instance_count: int = Field(default=1, ge=1, le=80)
+    volume_gb: int = Field(default=10, ge=10, le=3072, description="gp3 EBS per data node")
+    dedicated_master_type: str | None = Field(default=None, pattern=r"^[a-z0-9]+\.[a-z0-9]+\.search$")
+    dedicated_master_count: int = Field(default=0, description="0, 3 or 5")
+    availability_zones: Literal[2, 3] = Field(default=2, description="used when instance_count > 1")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SearchConfig:
+        if self.dedicated_master_count not in (0, 3, 5):
+            raise ValueError("dedicated_master_count must be 0, 3 or 5")
+        if self.dedicated_master_count and not self.dedicated_master_type:
+            raise ValueError("dedicated_master_type is required with dedicated master nodes")
+        if self.instance_type.startswith("t3.") and self.instance_count > 10:
+            raise ValueError("t3 instances are for small domains (at most 10 nodes)")
+        if self.zone_awareness and self.instance_count % self.availability_zones:
+            raise ValueError("instance_count must be a multiple of availability_zones")
+        return self
+
+    @property
+    def zone_awareness(self) -> bool:
+        return self.instance_count > 1
+
+
+class EmbeddingsConfig(_Strict):
+    """The Bedrock model that embeds record text in production."""
+
+    model_id: str = Field(default="amazon.titan-embed-text-v2:0", min_length=3, max_length=200)
+    dimensions: int = Field(default=1024, ge=1, le=8192)
+
+    @model_validator(mode="after")
+    def _dimensions_fit_model(self) -> EmbeddingsConfig:
+        if self.model_id.startswith("amazon.titan-embed-text-v2") and self.dimensions not in TITAN_V2_DIMENSIONS:
+            raise ValueError(f"Titan Text Embeddings v2 produces {TITAN_V2_DIMENSIONS} dimensions")
+        return self
+
+
+class ApiConfig(_Strict):
+    """API Gateway: stage-wide limits, and the defaults of each tenant's usage plan."""
+
+    stage_name: str = Field(default="v1", pattern=r"^[A-Za-z0-9_]{1,64}$", description="API Gateway stage")
+    throttle_rate: float = Field(default=500, gt=0, description="requests per second, the whole stage")
+    throttle_burst: int = Field(default=1000, ge=1)
+    tenant_rate: float = Field(default=50, gt=0, description="default requests per second of one tenant")
+    tenant_burst: int = Field(default=100, ge=1)
+    tenant_quota_per_month: int = Field(default=5_000_000, ge=1)
+    authorizer_cache_seconds: int = Field(
+        default=300,
+        ge=0,
+        le=3600,
+        description="how long a key's answer is cached; a revoked key lasts this long at most",
+    )
+    waf: bool = Field(default=True, description="AWS WAF web ACL: managed rules and a per-IP rate limit")
+    waf_requests_per_5_minutes_per_ip: int = Field(default=3000, ge=100, le=2_000_000_000)
+    cloudwatch_role: bool = Field(
+        default=True,
+        description="set the account's API Gateway CloudWatch Logs role (needed once per account and region "
+        "for execution logs; turn off when another stack already sets it)",
+    )
+
+
+class StageConfig(_Strict):
+    """Everything that differs between stages. See docs/deploy.md for each field."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,19}$")
+    account: str | None = Field(default=None, pattern=r"^\d{12}$")
+    region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    removal_policy: Literal["retain", "destroy"] = Field(
+        default="retain", description="what `cdk destroy` does to tables, the bucket, the domain and log groups"
+    )
+    point_in_time_recovery: bool = True
+    backup_retention_days: int = Field(default=35, ge=1, le=35, description="the PITR recovery window")
+    upload_retention_days: int = Field(
+        default=7, ge=1, le=3650, description="how long an upload no record took is kept in S3"
+    )
+    log_retention_days: int = Field(default=30)
+    idempotency_seconds: int = Field(default=24 * 3600, ge=60, le=30 * 24 * 3600)
+    lambda_memory_mb: int = Field(default=1024, ge=128, le=10240)
+    alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    api: ApiConfig = ApiConfig()
+    search: SearchConfig = SearchConfig()
+    embeddings: EmbeddingsConfig = EmbeddingsConfig()
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _known_retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"CloudWatch Logs retention must be one of {LOG_RETENTION_DAYS}")
+        return value
+
+    @property
+    def stack_name(self) -> str:
+        return f"uhp-memories-{self.name}"
+
+    @property
+    def retain(self) -> bool:
+        return self.removal_policy == "retain"
+
+    def data_protection_environment(self, *, stream: bool) -> dict[str, str]:
+        """What outlives an erase in this stage, as uhp_memories.settings reads it: the erase report
+        states these, so they must be the deployed truth."""
+        return {
+            "UHP_STAGE": self.name,
+            "UHP_PITR_ENABLED": "true" if self.point_in_time_recovery else "false",
+            "UHP_PITR_RETENTION_DAYS": str(self.backup_retention_days if self.point_in_time_recovery else 0),
+            # DynamoDB streams keep changes for 24 hours; the setting is not configurable.
+            "UHP_STREAM_ENABLED": "true" if stream else "false",
+            # OpenSearch Service keeps its automated hourly snapshots for 14 days.
+            "UHP_SEARCH_SNAPSHOT_RETENTION_DAYS": str(OPENSEARCH_SNAPSHOT_DAYS if self.search.enabled else 0),
+        }
+
+
+class StageConfigError(ValueError):
+    pass
+
+
+def load_stage(context: Any) -> StageConfig:
+    """The stage named by context ``stage`` (default dev), validated.
+
+    ``context`` is anything with ``try_get_context`` (a construct's node) or a plain dict.
+    """
+    get = context.get if isinstance(context, dict) else context.try_get_context
+    stages = get(STAGES_CONTEXT_KEY) or {}
+    name = get(STAGE_CONTEXT_KEY) or DEFAULT_STAGE
+    if name not in stages:
+        known = ", ".join(sorted(stages)) or "none"
+        raise StageConfigError(f"no stage {name!r} under {STAGES_CONTEXT_KEY!r} in cdk.json (stages: {known})")
+    try:
+        return StageConfig.model_validate({"name": name, **stages[name]})
+    except ValidationError as error:
+        raise StageConfigError(f"stage {name!r} in cdk.json is invalid:\n{error}") from error

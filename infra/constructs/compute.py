@@ -1,0 +1,195 @@
+"""Every Lambda of infra/catalog.py, its access granted from its catalog entry and nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.catalog import Access, LambdaEntry, access_of, lambda_entries
+from infra.config import StageConfig
+from infra.constructs.data import DataStores
+from infra.constructs.embeddings import Embeddings
+from infra.constructs.functions import (
+    IDEMPOTENCY_PURGE_ACTIONS,
+    IDEMPOTENCY_TABLE_ACTIONS,
+    KEYS_TABLE_ACTIONS,
+    MAIN_TABLE_ACTIONS,
+    ServiceFunction,
+)
+from infra.constructs.packaging import Packaging
+from infra.constructs.search import Search
+from infra.constructs.workflows import Workflows
+from infra.layout import AUTHORIZER, Layout
+from infra.nag import acknowledge
+from uhp_memories.adapters.dynamodb.schema import MAIN_TABLE
+
+TIMEOUTS = {
+    "api": Duration.seconds(28),  # under API Gateway's 29 s integration timeout
+    "authorizer": Duration.seconds(10),
+    "step": Duration.minutes(5),
+    "worker": Duration.minutes(5),
+}
+# Objects hold file bytes; reading a version, copying an upload into place (GetObject on the source,
+# PutObject on the target) and presigned uploads and downloads are all these three actions.
+FILES_OBJECT_ACTIONS = ("s3:GetObject", "s3:GetObjectVersion", "s3:PutObject")
+FILES_PURGE_OBJECT_ACTIONS = ("s3:DeleteObject", "s3:DeleteObjectVersion")
+FILES_PURGE_BUCKET_ACTIONS = ("s3:ListBucketVersions",)
+
+
+class ServiceFunctions(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StageConfig,
+        layout: Layout,
+        packaging: Packaging,
+        data: DataStores,
+        search: Search | None,
+        embeddings: Embeddings,
+        catalog: Mapping[str, Access],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        self._data = data
+        self._search = search
+        self._embeddings = embeddings
+        self.entries: dict[str, LambdaEntry] = {entry.name: entry for entry in lambda_entries(layout)}
+        self.access: dict[str, Access] = {name: access_of(name, catalog) for name in self.entries}
+        self.functions: dict[str, ServiceFunction] = {}
+        self.stream_dead_letters: dict[str, sqs.Queue] = {}
+        for name, entry in self.entries.items():
+            self.functions[name] = self._build_function(entry, self.access[name], packaging)
+
+    def of_kind(self, kind: str) -> dict[str, ServiceFunction]:
+        return {name: fn for name, fn in self.functions.items() if self.entries[name].kind == kind}
+
+    @property
+    def authorizer(self) -> ServiceFunction:
+        return self.functions[AUTHORIZER]
+
+    def _build_function(self, entry: LambdaEntry, access: Access, packaging: Packaging) -> ServiceFunction:
+        kind = {
+            "api": f"the {entry.name} API resource",
+            "authorizer": "the API-key authorizer",
+            "step": f"workflow step {entry.handler}",
+            "worker": f"the {entry.name} worker",
+        }[entry.kind]
+        function = ServiceFunction(
+            self,
+            _pascal(entry.name),
+            name=entry.name,
+            package=entry.package,
+            handler=entry.handler,
+            packaging=packaging,
+            config=self._config,
+            timeout=TIMEOUTS[entry.kind],
+            environment=self._environment(access),
+            description=f"uhp-memories {self._config.name}: {kind}",
+        )
+        self._grant(function, access)
+        return function
+
+    def _environment(self, access: Access) -> dict[str, str]:
+        data, env = self._data, {}
+        if access.main_table or access.main_table_stream:
+            env["UHP_TABLE_NAME"] = data.main_table.table_name
+            env.update(self._config.data_protection_environment(stream=MAIN_TABLE.stream))
+        if access.keys_table:
+            env["UHP_KEYS_TABLE_NAME"] = data.keys_table.table_name
+        if access.idempotency_table or access.idempotency_purge:
+            env["UHP_IDEMPOTENCY_TABLE_NAME"] = data.idempotency_table.table_name
+            env["UHP_IDEMPOTENCY_SECONDS"] = str(self._config.idempotency_seconds)
+        if access.files or access.files_purge:
+            env["UHP_FILES_BUCKET"] = data.files_bucket.bucket_name
+        if access.search and self._search is not None:
+            env["UHP_SEARCH_ENDPOINT"] = self._search.endpoint
+        if access.embeddings:
+            env.update(self._embeddings.environment)
+        return env
+
+    def _grant(self, function: ServiceFunction, access: Access) -> None:
+        data = self._data
+        if access.main_table:
+            function.allow_table(data.main_table, MAIN_TABLE_ACTIONS, tuple(i.name for i in MAIN_TABLE.indexes))
+        if access.keys_table:
+            function.allow_table(data.keys_table, KEYS_TABLE_ACTIONS)
+        if access.idempotency_table:
+            function.allow_table(data.idempotency_table, IDEMPOTENCY_TABLE_ACTIONS)
+        if access.idempotency_purge:
+            function.allow_table(data.idempotency_table, IDEMPOTENCY_PURGE_ACTIONS)
+        if access.files:
+            function.allow(FILES_OBJECT_ACTIONS, [data.files_bucket.arn_for_objects("*")])
+        if access.files_purge:
+            function.allow(FILES_PURGE_OBJECT_ACTIONS, [data.files_bucket.arn_for_objects("*")])
+            function.allow(FILES_PURGE_BUCKET_ACTIONS, [data.files_bucket.bucket_arn])
+        if access.files or access.files_purge:
+            acknowledge(
+                function.role,
+                f"AwsSolutions-IAM5[Resource::<{_logical_id(data.files_bucket)}.Arn>/*]",
+                "Objects are keyed by tenant, memory and file id at run time; the role reaches the objects "
+                "of this one bucket only.",
+            )
+        # A stage without a search domain has nothing to grant; the function then runs without the index.
+        if access.search and self._search is not None:
+            self._search.grant_read_write(function)
+        if access.embeddings:
+            self._embeddings.grant_invoke(function)
+        if access.main_table_stream:
+            self._consume_main_table_stream(function)
+
+    def _consume_main_table_stream(self, function: ServiceFunction) -> None:
+        """Changes of the main table, in order per item; a batch that keeps failing is bisected down to
+        the one bad change, whose position goes to a dead-letter queue (the indexer alarms and
+        `reindex` take it from there)."""
+        dead_letters = sqs.Queue(
+            function,
+            "StreamFailures",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        acknowledge(
+            dead_letters,
+            "AwsSolutions-SQS3",
+            "This queue is itself the on-failure destination of the stream consumer; it holds stream "
+            "positions to reindex, not messages to redrive.",
+        )
+        function.function.add_event_source(
+            event_sources.DynamoEventSource(
+                self._data.main_table,
+                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                batch_size=100,
+                bisect_batch_on_error=True,
+                retry_attempts=10,
+                report_batch_item_failures=True,
+                on_failure=event_sources.SqsDlq(dead_letters),
+            )
+        )
+        acknowledge(
+            function.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "dynamodb:ListStreams grants no resource-level permission; reading records is limited to "
+            "the main table's stream.",
+        )
+        self.stream_dead_letters[function.name] = dead_letters
+
+    def grant_workflow_starts(self, workflows: Workflows) -> None:
+        for name, access in self.access.items():
+            for workflow in access.start_workflows:
+                workflows.grant_start(self.functions[name], workflow)
+
+
+def _pascal(name: str) -> str:
+    return "".join(part.capitalize() for part in name.replace(".", "_").split("_"))
+
+
+def _logical_id(construct: Construct) -> str:
+    stack = Stack.of(construct)
+    return str(stack.resolve(stack.get_logical_id(construct.node.default_child)))  # type: ignore[arg-type]

@@ -1,0 +1,174 @@
+"""Lambda code without Docker: two layers (third-party dependencies; the core package) and one small
+asset per function package.
+
+Dependencies are installed by pip for the Lambda platform (manylinux2014 aarch64, CPython 3.13,
+wheels only), so a laptop or CI without Docker builds the same layer Lambda runs. The core layer
+leaves out what only runs on a developer's machine: uhp_memories.local (moto) and
+uhp_memories.admin (the operator CLI).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jsii
+from aws_cdk import BundlingOptions, DockerImage, ILocalBundling, RemovalPolicy
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from infra.layout import Layout
+
+RUNTIME = lambda_.Runtime.PYTHON_3_13
+ARCHITECTURE = lambda_.Architecture.ARM_64
+PIP_PLATFORM = "manylinux2014_aarch64"
+PIP_PYTHON_VERSION = "3.13"
+
+# Never shipped to Lambda: caches, build metadata, and the core package's local-only subpackages.
+IGNORED_NAMES = ("__pycache__", "*.pyc", "*.pyo", "*.egg-info", ".DS_Store")
+CORE_EXCLUDED_SUBPACKAGES = ("local", "admin")
+
+
+@jsii.implements(ILocalBundling)
+class CopyBundling:
+    """Copies files and folders into the asset, each to a path inside it."""
+
+    def __init__(self, copies: Sequence[tuple[Path, str]], excluded_dirs: Sequence[str] = ()) -> None:
+        self._copies = tuple(copies)
+        self._ignore = shutil.ignore_patterns(*IGNORED_NAMES, *excluded_dirs)
+
+    def try_bundle(self, output_dir: str, *, image: DockerImage, **options: Any) -> bool:
+        for source, destination in self._copies:
+            target = Path(output_dir) / destination
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_dir():
+                shutil.copytree(source, target, ignore=self._ignore, dirs_exist_ok=True)
+            else:
+                shutil.copy2(source, target)
+        return True
+
+
+@jsii.implements(ILocalBundling)
+class PipBundling:
+    """pip installs pinned requirements into python/ for the Lambda platform, wheels only."""
+
+    def __init__(self, requirements: Sequence[str]) -> None:
+        self._requirements = tuple(requirements)
+
+    def try_bundle(self, output_dir: str, *, image: DockerImage, **options: Any) -> bool:
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-compile",
+            "--platform",
+            PIP_PLATFORM,
+            "--implementation",
+            "cp",
+            "--python-version",
+            PIP_PYTHON_VERSION,
+            "--only-binary=:all:",
+            "--target",
+            str(Path(output_dir) / "python"),
+            *self._requirements,
+        ]
+        # A failure must stop the synth: falling back to Docker would only fail later, less clearly.
+        subprocess.run(command, check=True)  # noqa: S603 - fixed executable, pinned requirement strings
+        return True
+
+
+class Packaging(Construct):
+    """The layers every function shares and the code asset of each function package."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, layout: Layout, removal_policy: RemovalPolicy) -> None:
+        super().__init__(scope, construct_id)
+        self._layout = layout
+        self.dependencies_layer = self._build_dependencies_layer(removal_policy)
+        self.core_layer = self._build_core_layer(removal_policy)
+        self.layers = [self.dependencies_layer, self.core_layer]
+
+    def _build_dependencies_layer(self, removal_policy: RemovalPolicy) -> lambda_.LayerVersion:
+        requirements = self._layout.runtime_requirements()
+        fingerprint = json.dumps([requirements, PIP_PLATFORM, PIP_PYTHON_VERSION])
+        code = lambda_.Code.from_asset(
+            str(self._layout.pyproject.parent / "layers"),
+            # The layer is a function of the pins alone: the same pins never redeploy it.
+            asset_hash=hashlib.sha256(fingerprint.encode()).hexdigest(),
+            bundling=BundlingOptions(
+                image=RUNTIME.bundling_image,
+                command=[
+                    "bash",
+                    "-c",
+                    "pip install --no-compile -t /asset-output/python " + " ".join(f"'{r}'" for r in requirements),
+                ],
+                local=PipBundling(requirements),
+            ),
+        )
+        return lambda_.LayerVersion(
+            self,
+            "Dependencies",
+            code=code,
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
+            description="uhp-memories third-party runtime dependencies (pyproject [project].dependencies)",
+            removal_policy=removal_policy,
+        )
+
+    def _build_core_layer(self, removal_policy: RemovalPolicy) -> lambda_.LayerVersion:
+        source = self._layout.core_package_dir
+        code = lambda_.Code.from_asset(
+            str(source),
+            exclude=[*IGNORED_NAMES, *(f"{name}" for name in CORE_EXCLUDED_SUBPACKAGES)],
+            bundling=BundlingOptions(
+                image=RUNTIME.bundling_image,
+                command=[
+                    "bash",
+                    "-c",
+                    "mkdir -p /asset-output/python/uhp_memories && "
+                    "cp -r /asset-input/. /asset-output/python/uhp_memories/",
+                ],
+                local=CopyBundling([(source, "python/uhp_memories")], excluded_dirs=CORE_EXCLUDED_SUBPACKAGES),
+            ),
+        )
+        return lambda_.LayerVersion(
+            self,
+            "Core",
+            code=code,
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
+            description="uhp-memories core package (domain, ports, AWS adapters, API helpers)",
+            removal_policy=removal_policy,
+        )
+
+    def function_code(self, name: str) -> lambda_.Code:
+        """functions/__init__.py and functions/NAME/, so the handler is functions.NAME.handler."""
+        package = self._layout.functions_dir / name
+        return lambda_.Code.from_asset(
+            str(package),
+            exclude=list(IGNORED_NAMES),
+            bundling=BundlingOptions(
+                image=RUNTIME.bundling_image,
+                command=[
+                    "bash",
+                    "-c",
+                    f"mkdir -p /asset-output/functions/{name} && "
+                    f"touch /asset-output/functions/__init__.py && "
+                    f"cp -r /asset-input/. /asset-output/functions/{name}/",
+                ],
+                local=CopyBundling(
+                    [
+                        (self._layout.functions_dir / "__init__.py", "functions/__init__.py"),
+                        (package, f"functions/{name}"),
+                    ]
+                ),
+            ),
+        )

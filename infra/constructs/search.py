@@ -1,0 +1,129 @@
+"""The recall index: an OpenSearch Service domain (k-NN and BM25 are built into OpenSearch).
+
+Encrypted at rest and between nodes, HTTPS with TLS 1.2 only, and no resource policy: only IAM
+principals of this account whose own policy allows it (the functions granted `search` in
+infra/catalog.py) can sign requests to it. The index is derived data: it can always be rebuilt from
+DynamoDB, so it is sized for speed, not durability.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_opensearchservice as opensearch
+from constructs import Construct
+
+from infra.config import SearchConfig, StageConfig
+from infra.constructs.functions import ServiceFunction, log_retention, removal_policy_of
+from infra.nag import acknowledge
+
+# Reads and writes of documents and searches; no domain configuration actions.
+SEARCH_ACTIONS = ("es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete")
+
+
+class Search(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        search = config.search
+        self.log_groups = {
+            kind: logs.LogGroup(
+                self,
+                f"{kind}Logs",
+                retention=log_retention(config.log_retention_days),
+                removal_policy=removal_policy_of(config),
+            )
+            for kind in ("SlowSearch", "SlowIndex", "Application")
+        }
+        # One explicit resource policy for the three log groups (the domain's own would be a custom
+        # resource with a Lambda of its own).
+        self.logs_policy = logs.ResourcePolicy(
+            self,
+            "LogsPolicy",
+            policy_statements=[
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal("es.amazonaws.com")],
+                    actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                    resources=[group.log_group_arn for group in self.log_groups.values()],
+                )
+            ],
+        )
+        self.domain = self._build_domain(search)
+        self.domain.node.add_dependency(self.logs_policy)
+        self._acknowledge_findings(search)
+
+    def _build_domain(self, search: SearchConfig) -> opensearch.Domain:
+        version = search.engine_version.removeprefix("OpenSearch_")
+        return opensearch.Domain(
+            self,
+            "Domain",
+            version=opensearch.EngineVersion.open_search(version),
+            capacity=opensearch.CapacityConfig(
+                data_nodes=search.instance_count,
+                data_node_instance_type=search.instance_type,
+                master_nodes=search.dedicated_master_count or None,
+                master_node_instance_type=search.dedicated_master_type,
+                multi_az_with_standby_enabled=False,
+            ),
+            ebs=opensearch.EbsOptions(volume_size=search.volume_gb, volume_type=ec2.EbsDeviceVolumeType.GP3),
+            zone_awareness=opensearch.ZoneAwarenessConfig(
+                enabled=search.zone_awareness,
+                availability_zone_count=search.availability_zones if search.zone_awareness else None,
+            ),
+            encryption_at_rest=opensearch.EncryptionAtRestOptions(enabled=True),
+            node_to_node_encryption=True,
+            enforce_https=True,
+            tls_security_policy=opensearch.TLSSecurityPolicy.TLS_1_2,
+            logging=opensearch.LoggingOptions(
+                slow_search_log_enabled=True,
+                slow_search_log_group=self.log_groups["SlowSearch"],
+                slow_index_log_enabled=True,
+                slow_index_log_group=self.log_groups["SlowIndex"],
+                app_log_enabled=True,
+                app_log_group=self.log_groups["Application"],
+            ),
+            suppress_logs_resource_policy=True,
+            enable_version_upgrade=True,
+            removal_policy=removal_policy_of(self._config),
+        )
+
+    def grant_read_write(self, function: ServiceFunction) -> None:
+        function.allow(SEARCH_ACTIONS, [self.domain.domain_arn, f"{self.domain.domain_arn}/*"])
+        stack = Stack.of(self)
+        logical_id = stack.resolve(stack.get_logical_id(self.domain.node.default_child))  # type: ignore[arg-type]
+        acknowledge(
+            function.role,
+            f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>/*]",
+            "OpenSearch paths (indexes, _bulk, _msearch) are named at run time; the role reaches this one "
+            "domain only, with document and search requests (no configuration actions).",
+        )
+
+    @property
+    def endpoint(self) -> str:
+        return self.domain.domain_endpoint
+
+    def _acknowledge_findings(self, search: SearchConfig) -> None:
+        reason_public = (
+            "The domain has a public endpoint so the functions need no VPC (and no NAT); it has no "
+            "resource policy, accepts only HTTPS requests signed by IAM principals of this account that "
+            "are granted es:ESHttp* (the functions), and encrypts data at rest and between nodes."
+        )
+        acknowledge(self.domain, "AwsSolutions-OS1", reason_public)
+        acknowledge(self.domain, "AwsSolutions-OS3", reason_public)
+        acknowledge(self.domain, "AwsSolutions-OS5", reason_public)
+        if not search.dedicated_master_count:
+            acknowledge(
+                self.domain,
+                "AwsSolutions-OS4",
+                f"Stage {self._config.name} runs a small domain without dedicated master nodes (cdk.json); "
+                "the index is derived data and can be rebuilt from DynamoDB.",
+            )
+        if not search.zone_awareness:
+            acknowledge(
+                self.domain,
+                "AwsSolutions-OS7",
+                f"Stage {self._config.name} runs a single-node domain (cdk.json); zone awareness needs two "
+                "or more nodes, and the index can be rebuilt from DynamoDB.",
+            )

@@ -1,0 +1,49 @@
+"""Where things live in the repository, and which function packages it holds.
+
+The app takes a Layout so tests can synthesize from a clean copy of the checkout (as CI does) or
+from a folder of made-up function packages and state machines.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+AUTHORIZER = "authorizer"
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+
+    @property
+    def functions_dir(self) -> Path:
+        return self.root / "functions"
+
+    @property
+    def workflows_dir(self) -> Path:
+        return self.functions_dir / "workflows"
+
+    @property
+    def core_package_dir(self) -> Path:
+        return self.root / "layers" / "core" / "uhp_memories"
+
+    @property
+    def pyproject(self) -> Path:
+        return self.root / "pyproject.toml"
+
+    def function_packages(self) -> tuple[str, ...]:
+        """Every package under functions/ with a handler.py: API functions, the authorizer, workers."""
+        return tuple(
+            sorted(p.parent.name for p in self.functions_dir.glob("*/handler.py") if not p.parent.name.startswith("_"))
+        )
+
+    def runtime_requirements(self) -> tuple[str, ...]:
+        """The project's runtime dependencies (pyproject [project].dependencies): exactly what a
+        deployed function may import besides the standard library and the core package."""
+        data = tomllib.loads(self.pyproject.read_text())
+        return tuple(data["project"]["dependencies"])
+
+
+REPO = Layout(Path(__file__).resolve().parents[1])

@@ -1,0 +1,229 @@
+"""Tenants and API keys of a deployed stage.
+
+A tenant is an API Gateway usage plan on the stage (its throttle and monthly quota). A key is three
+things made together: an API Gateway API key in the tenant's usage plan (so the plan applies to it:
+the authorizer names it as usageIdentifierKey), and an item in the keys table {key_hash, key_id,
+tenant, principal, groups} that the authorizer reads. The key itself is shown once and stored
+nowhere but in API Gateway, which needs it to match usageIdentifierKey.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from uhp_memories.adapters.dynamodb.apikeys import hash_key
+from uhp_memories.adapters.dynamodb.items import from_dynamo, to_dynamo
+from uhp_memories.admin.target import StageTarget
+
+TENANT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+PRINCIPAL_PATTERN = re.compile(r"^(user|harness|service|key):[A-Za-z0-9._@+-]{1,128}$")
+GROUP_PATTERN = re.compile(r"^group:[A-Za-z0-9._@+-]{1,128}$")
+TENANT_TAG = "uhp:tenant"
+KEY_ID_TAG = "uhp:key_id"
+
+
+class AdminError(Exception):
+    """A refusal the operator can act on (bad name, unknown tenant, unknown key)."""
+
+
+@dataclass(frozen=True)
+class Tenant:
+    name: str
+    usage_plan_id: str
+    rate: float
+    burst: int
+    quota_per_month: int
+    created: bool
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    key_id: str
+    tenant: str
+    principal: str
+    groups: tuple[str, ...] = ()
+    created_at: str = ""
+    revoked: bool = False
+    revoked_at: str = ""
+    api_key_id: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "key_id": self.key_id,
+            "tenant": self.tenant,
+            "principal": self.principal,
+            "groups": list(self.groups),
+            "created_at": self.created_at,
+            "revoked": self.revoked,
+            "revoked_at": self.revoked_at or None,
+        }
+
+
+@dataclass(frozen=True)
+class NewKey:
+    key: str = field(repr=False)  # shown once, never logged
+    info: KeyInfo
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _check(pattern: re.Pattern[str], value: str, what: str) -> str:
+    if not pattern.match(value):
+        raise AdminError(f"{what} {value!r} is not valid (expected {pattern.pattern})")
+    return value
+
+
+class StageAdmin:
+    def __init__(self, apigateway: Any, dynamodb: Any, target: StageTarget) -> None:
+        self._apigw = apigateway
+        self._dynamodb = dynamodb
+        self._target = target
+
+    # -- tenants -----------------------------------------------------------------------------
+
+    def usage_plan_name(self, tenant: str) -> str:
+        return f"uhp-memories-{self._target.rest_api_id}-{self._target.stage_name}-{tenant}"
+
+    def find_tenant(self, tenant: str) -> dict[str, Any] | None:
+        name = self.usage_plan_name(tenant)
+        for page in self._apigw.get_paginator("get_usage_plans").paginate():
+            for plan in page.get("items", []):
+                if plan.get("name") == name:
+                    return dict(plan)
+        return None
+
+    def create_tenant(
+        self, tenant: str, rate: float | None = None, burst: int | None = None, quota_per_month: int | None = None
+    ) -> Tenant:
+        """The tenant's usage plan on this stage; an existing one is left as it is."""
+        _check(TENANT_PATTERN, tenant, "tenant")
+        existing = self.find_tenant(tenant)
+        if existing is not None:
+            return self._tenant(tenant, existing, created=False)
+        target = self._target
+        plan = self._apigw.create_usage_plan(
+            name=self.usage_plan_name(tenant),
+            description=f"uhp-memories tenant {tenant}",
+            apiStages=[{"apiId": target.rest_api_id, "stage": target.stage_name}],
+            throttle={"rateLimit": rate or target.tenant_rate, "burstLimit": burst or target.tenant_burst},
+            quota={"limit": quota_per_month or target.tenant_quota_per_month, "period": "MONTH"},
+            tags={TENANT_TAG: tenant},
+        )
+        return self._tenant(tenant, plan, created=True)
+
+    def _tenant(self, tenant: str, plan: dict[str, Any], created: bool) -> Tenant:
+        throttle, quota = plan.get("throttle") or {}, plan.get("quota") or {}
+        return Tenant(
+            tenant,
+            plan["id"],
+            float(throttle.get("rateLimit", 0)),
+            int(throttle.get("burstLimit", 0)),
+            int(quota.get("limit", 0)),
+            created,
+        )
+
+    # -- keys --------------------------------------------------------------------------------
+
+    def create_key(self, tenant: str, principal: str | None = None, groups: Sequence[str] = ()) -> NewKey:
+        _check(TENANT_PATTERN, tenant, "tenant")
+        for group in groups:
+            _check(GROUP_PATTERN, group, "group")
+        plan = self.find_tenant(tenant)
+        if plan is None:
+            raise AdminError(f"no tenant {tenant!r} on this stage: run `uhp-memories tenants create {tenant}` first")
+        key_id = "key_" + secrets.token_hex(12)
+        principal = _check(PRINCIPAL_PATTERN, principal or f"key:{key_id}", "principal")
+        key = "uhp_" + secrets.token_urlsafe(32)
+        api_key = self._apigw.create_api_key(
+            name=key_id,
+            description=f"uhp-memories tenant {tenant}, principal {principal}",
+            enabled=True,
+            value=key,
+            tags={TENANT_TAG: tenant, KEY_ID_TAG: key_id},
+        )
+        info = KeyInfo(key_id, tenant, principal, tuple(groups), _now(), api_key_id=api_key["id"])
+        try:
+            self._apigw.create_usage_plan_key(usagePlanId=plan["id"], keyId=api_key["id"], keyType="API_KEY")
+            # Last: the item is what makes the key usable, so a failure before it leaves nothing usable.
+            self._dynamodb.put_item(
+                TableName=self._target.keys_table,
+                Item=to_dynamo(
+                    {
+                        "key_hash": hash_key(key),
+                        "key_id": key_id,
+                        "tenant": tenant,
+                        "principal": principal,
+                        "groups": list(groups),
+                        "created_at": info.created_at,
+                        "api_key_id": api_key["id"],
+                    }
+                ),
+                ConditionExpression="attribute_not_exists(key_hash)",
+            )
+        except Exception:
+            self._apigw.delete_api_key(apiKey=api_key["id"])
+            raise
+        return NewKey(key, info)
+
+    def list_keys(self, tenant: str | None = None) -> list[KeyInfo]:
+        """Every key of the stage (or of one tenant), oldest first. An operator's scan of a small table."""
+        scan: dict[str, Any] = {"TableName": self._target.keys_table}
+        if tenant is not None:
+            scan |= {"FilterExpression": "tenant = :t", "ExpressionAttributeValues": {":t": {"S": tenant}}}
+        keys = []
+        for page in self._dynamodb.get_paginator("scan").paginate(**scan):
+            keys += [self._key_info(from_dynamo(item)) for item in page.get("Items", [])]
+        return sorted(keys, key=lambda k: (k.created_at, k.key_id))
+
+    def revoke_key(self, key_id: str) -> KeyInfo:
+        """Mark the key revoked (the authorizer refuses it once its cached answer expires) and delete
+        its API Gateway key (which refuses it at once)."""
+        items = self._find_key_items(key_id)
+        if not items:
+            raise AdminError(f"no key {key_id!r} on this stage")
+        revoked_at = _now()
+        for item in items:
+            self._dynamodb.update_item(
+                TableName=self._target.keys_table,
+                Key=to_dynamo({"key_hash": item["key_hash"]}),
+                UpdateExpression="SET revoked = :true, revoked_at = if_not_exists(revoked_at, :now)",
+                ExpressionAttributeValues=to_dynamo({":true": True, ":now": revoked_at}),
+            )
+            if item.get("api_key_id"):
+                # Already gone when revoking twice: that is fine.
+                with contextlib.suppress(self._apigw.exceptions.NotFoundException):
+                    self._apigw.delete_api_key(apiKey=item["api_key_id"])
+        item = items[0]
+        return self._key_info({**item, "revoked": True, "revoked_at": item.get("revoked_at") or revoked_at})
+
+    def _find_key_items(self, key_id: str) -> list[dict[str, Any]]:
+        found = []
+        scan = {
+            "TableName": self._target.keys_table,
+            "FilterExpression": "key_id = :k",
+            "ExpressionAttributeValues": {":k": {"S": key_id}},
+        }
+        for page in self._dynamodb.get_paginator("scan").paginate(**scan):
+            found += [from_dynamo(item) for item in page.get("Items", [])]
+        return found
+
+    @staticmethod
+    def _key_info(item: dict[str, Any]) -> KeyInfo:
+        return KeyInfo(
+            key_id=str(item["key_id"]),
+            tenant=str(item["tenant"]),
+            principal=str(item["principal"]),
+            groups=tuple(item.get("groups") or ()),
+            created_at=str(item.get("created_at", "")),
+            revoked=bool(item.get("revoked", False)),
+            revoked_at=str(item.get("revoked_at", "")),
+            api_key_id=str(item.get("api_key_id", "")),
+        )

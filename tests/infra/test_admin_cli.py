@@ -1,0 +1,269 @@
+"""`uhp-memories tenants|keys` against a stage on moto: usage plans, API Gateway keys, the keys table,
+and what the authorizer then finds."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+pytest.importorskip("openapi_spec_validator", reason="moto's API Gateway needs moto[apigateway]")
+
+import boto3
+from moto import mock_aws
+
+from uhp_memories.adapters.dynamodb.apikeys import DynamoKeyRepository, hash_key
+from uhp_memories.adapters.dynamodb.schema import KEYS_TABLE
+from uhp_memories.admin.service import AdminError, StageAdmin
+from uhp_memories.admin.target import (
+    DEFAULT_TENANT_BURST,
+    DEFAULT_TENANT_QUOTA_PER_MONTH,
+    DEFAULT_TENANT_RATE,
+    StageTarget,
+    TargetError,
+)
+from uhp_memories.local.cli import main
+
+REGION = "us-east-1"
+
+
+@dataclass
+class Stage:
+    apigateway: Any
+    dynamodb: Any
+    rest_api_id: str
+    stage_name: str
+    keys_table: str
+
+    def args(self) -> list[str]:
+        return [
+            "--rest-api-id",
+            self.rest_api_id,
+            "--stage-name",
+            self.stage_name,
+            "--keys-table",
+            self.keys_table,
+            "--region",
+            REGION,
+        ]
+
+    def target(self) -> StageTarget:
+        return StageTarget(self.rest_api_id, self.stage_name, self.keys_table)
+
+
+@pytest.fixture
+def stage(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stage]:
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_SESSION_TOKEN", "testing"),
+        ("AWS_DEFAULT_REGION", REGION),
+    ):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    with mock_aws():
+        apigateway = boto3.client("apigateway", region_name=REGION)
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        api = apigateway.create_rest_api(name="uhp-memories-test-" + secrets.token_hex(4))
+        root = apigateway.get_resources(restApiId=api["id"])["items"][0]
+        apigateway.put_method(restApiId=api["id"], resourceId=root["id"], httpMethod="GET", authorizationType="NONE")
+        apigateway.put_integration(restApiId=api["id"], resourceId=root["id"], httpMethod="GET", type="MOCK")
+        apigateway.create_deployment(restApiId=api["id"], stageName="v1")
+        table = "uhp-memories-keys-" + secrets.token_hex(4)  # unique: another suite may share the mock
+        dynamodb.create_table(**KEYS_TABLE.create_table_kwargs(table))
+        yield Stage(apigateway, dynamodb, api["id"], "v1", table)
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_tenants_create_makes_a_usage_plan_on_the_stage(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
+    made = run_json(
+        capsys, "tenants", "create", "acme", "--rate", "25", "--burst", "50", "--quota", "1000", *stage.args()
+    )
+
+    plan = stage.apigateway.get_usage_plan(usagePlanId=made["usage_plan_id"])
+    assert plan["apiStages"] == [{"apiId": stage.rest_api_id, "stage": "v1"}]
+    assert plan["throttle"] == {"rateLimit": 25.0, "burstLimit": 50}
+    assert plan["quota"]["limit"] == 1000
+    assert plan["quota"]["period"] == "MONTH"
+    assert made["created"] is True
+
+
+def test_tenants_create_twice_keeps_the_first_plan(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
+    first = run_json(capsys, "tenants", "create", "acme", *stage.args())
+    again = run_json(capsys, "tenants", "create", "acme", "--rate", "999", *stage.args())
+
+    assert again["usage_plan_id"] == first["usage_plan_id"]
+    assert again["created"] is False
+    assert (first["rate"], first["burst"], first["quota_per_month"]) == (
+        DEFAULT_TENANT_RATE,
+        DEFAULT_TENANT_BURST,
+        DEFAULT_TENANT_QUOTA_PER_MONTH,
+    )
+
+
+def test_keys_create_stores_only_the_hash_and_the_authorizer_finds_it(
+    stage: Stage, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = run_json(capsys, "tenants", "create", "acme", *stage.args())
+    made = run_json(
+        capsys,
+        "keys",
+        "create",
+        "--tenant",
+        "acme",
+        "--principal",
+        "user:alice",
+        "--group",
+        "group:sales",
+        *stage.args(),
+    )
+    key = made["key"]
+
+    items = stage.dynamodb.scan(TableName=stage.keys_table)["Items"]
+    assert len(items) == 1
+    assert items[0]["key_hash"] == {"S": hash_key(key)}
+    assert key not in json.dumps(items)
+    found = DynamoKeyRepository(stage.dynamodb, stage.keys_table).find(hash_key(key))
+    assert found is not None
+    assert (found.key_id, found.tenant, found.principal, found.groups) == (
+        made["key_id"],
+        "acme",
+        "user:alice",
+        ("group:sales",),
+    )
+    # The API Gateway key carries the same value (the authorizer's usageIdentifierKey) in the tenant's plan.
+    plan_keys = stage.apigateway.get_usage_plan_keys(usagePlanId=plan["usage_plan_id"])["items"]
+    assert [k["value"] for k in plan_keys] == [key]
+
+
+def test_a_key_without_principal_acts_as_itself(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
+    run_json(capsys, "tenants", "create", "acme", *stage.args())
+    made = run_json(capsys, "keys", "create", "--tenant", "acme", *stage.args())
+
+    assert made["principal"] == f"key:{made['key_id']}"
+
+
+def test_keys_create_for_an_unknown_tenant_is_refused(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "create", "--tenant", "nobody", *stage.args()]) == 2
+
+    assert "tenants create nobody" in capsys.readouterr().err
+    assert stage.apigateway.get_api_keys()["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--principal", "alice"), ("--principal", "user:"), ("--group", "sales")]
+)
+def test_keys_create_refuses_malformed_names(
+    stage: Stage, capsys: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
+    run_json(capsys, "tenants", "create", "acme", *stage.args())
+
+    assert main(["keys", "create", "--tenant", "acme", option, value, *stage.args()]) == 2
+    assert "is not valid" in capsys.readouterr().err
+
+
+def test_keys_list_shows_no_secret_and_filters_by_tenant(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
+    for tenant in ("acme", "globex"):
+        run_json(capsys, "tenants", "create", tenant, *stage.args())
+    made = [run_json(capsys, "keys", "create", "--tenant", t, *stage.args()) for t in ("acme", "acme", "globex")]
+
+    everything = run_json(capsys, "keys", "list", *stage.args())
+    acme = run_json(capsys, "keys", "list", "--tenant", "acme", *stage.args())
+
+    assert sorted(k["key_id"] for k in everything) == sorted(m["key_id"] for m in made)
+    assert sorted(k["key_id"] for k in acme) == sorted(m["key_id"] for m in made[:2])
+    listing = json.dumps(everything)
+    assert all(m["key"] not in listing and hash_key(m["key"]) not in listing for m in made)
+
+
+def test_keys_revoke_stops_the_key_in_both_places(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
+    run_json(capsys, "tenants", "create", "acme", *stage.args())
+    made = run_json(capsys, "keys", "create", "--tenant", "acme", *stage.args())
+
+    revoked = run_json(capsys, "keys", "revoke", made["key_id"], *stage.args())
+
+    assert revoked["revoked"] is True
+    assert DynamoKeyRepository(stage.dynamodb, stage.keys_table).find(hash_key(made["key"])) is None
+    assert stage.apigateway.get_api_keys()["items"] == []
+    # Revoking again is harmless; the listing shows the key as revoked, for the record.
+    assert run_json(capsys, "keys", "revoke", made["key_id"], *stage.args())["revoked"] is True
+    assert [k["revoked"] for k in run_json(capsys, "keys", "list", *stage.args())] == [True]
+
+
+def test_keys_revoke_of_an_unknown_key_is_refused(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "revoke", "key_nope", *stage.args()]) == 2
+    assert "no key 'key_nope'" in capsys.readouterr().err
+
+
+def test_a_failed_table_write_leaves_no_api_gateway_key(stage: Stage) -> None:
+    admin = StageAdmin(stage.apigateway, stage.dynamodb, stage.target())
+    admin.create_tenant("acme")
+    broken = StageAdmin(
+        stage.apigateway, stage.dynamodb, StageTarget(stage.rest_api_id, stage.stage_name, "no-such-table")
+    )
+
+    with pytest.raises(Exception, match=r"ResourceNotFound|not found|Requested resource"):
+        broken.create_key("acme")
+    assert stage.apigateway.get_api_keys()["items"] == []
+
+
+def test_the_stage_must_be_named(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "list", "--region", REGION]) == 2
+    assert "--stack NAME" in capsys.readouterr().err
+
+
+def test_an_unknown_stack_is_refused(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "list", "--stack", "uhp-memories-nope", "--region", REGION]) == 2
+    assert "cannot read stack 'uhp-memories-nope'" in capsys.readouterr().err
+
+
+class FakeCloudFormation:
+    def __init__(self, outputs: dict[str, str]) -> None:
+        self.outputs = outputs
+
+    def describe_stacks(self, StackName: str) -> dict[str, Any]:
+        return {
+            "Stacks": [
+                {
+                    "StackName": StackName,
+                    "Outputs": [{"OutputKey": k, "OutputValue": v} for k, v in self.outputs.items()],
+                }
+            ]
+        }
+
+
+def test_the_target_comes_from_the_stack_outputs() -> None:
+    target = StageTarget.from_stack(
+        FakeCloudFormation(
+            {
+                "RestApiId": "abc123",
+                "ApiStageName": "v1",
+                "KeysTableName": "keys-t",
+                "TenantRateLimit": "12.5",
+                "TenantBurstLimit": "30",
+                "TenantQuotaPerMonth": "777",
+            }
+        ),
+        "uhp-memories-prod",
+    )
+
+    assert target == StageTarget("abc123", "v1", "keys-t", 12.5, 30, 777)
+
+
+def test_a_stack_without_the_outputs_is_not_a_stage() -> None:
+    with pytest.raises(TargetError, match="RestApiId"):
+        StageTarget.from_stack(FakeCloudFormation({"ApiStageName": "v1", "KeysTableName": "t"}), "other")
+
+
+def test_tenant_names_are_checked() -> None:
+    admin = StageAdmin(None, None, StageTarget("a", "v1", "t"))
+    with pytest.raises(AdminError, match="tenant"):
+        admin.create_tenant("Acme Corp")

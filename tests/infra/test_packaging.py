@@ -1,0 +1,120 @@
+"""Lambda packaging without Docker, and what deployed code may import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.catalog import lambda_entries
+from infra.layout import REPO, Layout
+
+NO_IMAGE: Any = None  # local bundling never looks at the Docker image
+DEV_ONLY = ("moto", "numpy", "onnxruntime", "tokenizers", "pytest", "hypothesis", "requests")
+
+
+def test_the_dependencies_layer_is_the_runtime_dependencies_and_nothing_dev() -> None:
+    requirements = REPO.runtime_requirements()
+    names = {r.split("==")[0].split("[")[0].lower() for r in requirements}
+
+    assert {"aws-lambda-powertools", "pydantic", "boto3"} <= names
+    assert not names & set(DEV_ONLY)
+    assert all("==" in r for r in requirements), "the layer is built from exact pins"
+
+
+def test_pip_bundling_installs_wheels_for_lambda_arm64(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    pytest.importorskip("aws_cdk", reason="the infra extra is not installed")
+    from infra.constructs import packaging
+
+    calls: list[list[str]] = []
+    monkeypatch.setattr(packaging.subprocess, "run", lambda command, check: calls.append(command))
+
+    assert packaging.PipBundling(["pydantic==2.13.4"]).try_bundle(str(tmp_path), image=NO_IMAGE) is True
+    (command,) = calls
+    assert command[:3] == [sys.executable, "-m", "pip"]
+    for option, value in (
+        ("--platform", "manylinux2014_aarch64"),
+        ("--python-version", "3.13"),
+        ("--implementation", "cp"),
+        ("--target", str(tmp_path / "python")),
+    ):
+        assert command[command.index(option) + 1] == value
+    assert "--only-binary=:all:" in command
+    assert command[-1] == "pydantic==2.13.4"
+
+
+def test_the_core_layer_leaves_out_local_only_code(tmp_path: Path) -> None:
+    pytest.importorskip("aws_cdk", reason="the infra extra is not installed")
+    from infra.constructs.packaging import CORE_EXCLUDED_SUBPACKAGES, CopyBundling
+
+    source = REPO.core_package_dir
+    CopyBundling([(source, "python/uhp_memories")], excluded_dirs=CORE_EXCLUDED_SUBPACKAGES).try_bundle(
+        str(tmp_path), image=NO_IMAGE
+    )
+    shipped = tmp_path / "python" / "uhp_memories"
+
+    assert (shipped / "bootstrap.py").is_file()
+    assert (shipped / "api" / "routes.py").is_file()
+    assert not (shipped / "local").exists()
+    assert not (shipped / "admin").exists()
+    assert not list(shipped.rglob("__pycache__"))
+
+
+def test_function_code_is_the_package_under_functions(tmp_path: Path) -> None:
+    pytest.importorskip("aws_cdk", reason="the infra extra is not installed")
+    from infra.constructs.packaging import CopyBundling
+
+    CopyBundling(
+        [
+            (REPO.functions_dir / "__init__.py", "functions/__init__.py"),
+            (REPO.functions_dir / "memories", "functions/memories"),
+        ]
+    ).try_bundle(str(tmp_path), image=NO_IMAGE)
+
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.py")) == [
+        "functions/__init__.py",
+        "functions/memories/__init__.py",
+        "functions/memories/handler.py",
+    ]
+
+
+def test_a_new_function_package_must_declare_its_access(tmp_path: Path) -> None:
+    from infra.catalog import UndeclaredFunction, access_of
+
+    (tmp_path / "functions" / "newthing").mkdir(parents=True)
+    (tmp_path / "functions" / "newthing" / "handler.py").write_text("")
+    entries = lambda_entries(Layout(tmp_path))
+
+    assert [e.name for e in entries] == ["newthing"]
+    with pytest.raises(UndeclaredFunction, match="newthing"):
+        access_of("newthing")
+
+
+def test_deployed_handlers_import_no_dev_only_module() -> None:
+    """Import every deployed handler as Lambda would (only the core layer's code and the runtime
+    dependencies), with dev-only modules and the local-only subpackages made unimportable."""
+    handlers = sorted({f"functions.{e.package}.handler" for e in lambda_entries(REPO)})
+    blocked = [*DEV_ONLY, "uhp_memories.local", "uhp_memories.admin"]
+    script = textwrap.dedent(f"""
+        import importlib, importlib.abc, sys
+        BLOCKED = {blocked!r}
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if any(name == b or name.startswith(b + ".") for b in BLOCKED):
+                    raise ImportError(f"deployed code imported {{name}}")
+        sys.meta_path.insert(0, Block())
+        for handler in {handlers!r}:
+            module = importlib.import_module(handler)
+        leaked = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
+        assert not leaked, leaked
+    """)
+    env: dict[str, Any] = {"PATH": "/usr/bin:/bin", "AWS_DEFAULT_REGION": "us-east-1", "PYTHONPATH": str(REPO.root)}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO.root, env=env, capture_output=True, text=True, timeout=120
+    )
+
+    assert result.returncode == 0, result.stderr[-3000:]

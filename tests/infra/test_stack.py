@@ -1,0 +1,513 @@
+"""The synthesized production stage: routes, functions, roles, data stores, API Gateway, workflows,
+monitoring."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+pytest.importorskip("aws_cdk", reason="the infra extra (aws-cdk-lib, cdk-nag) is not installed")
+
+from aws_cdk.assertions import Match, Template
+
+from infra.catalog import FUNCTION_ACCESS, Access, lambda_entries
+from infra.layout import REPO
+from tests.infra.conftest import Synth, as_list, render
+from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE, KEYS_TABLE, MAIN_TABLE, TableSpec
+from uhp_memories.api.routes import FUNCTIONS, ROUTES
+from uhp_memories.workflows import STEPS, WORKFLOWS
+
+# What each kind of access permits, written out here independently of the constructs.
+LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
+MAIN = {
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+}
+IDEMPOTENCY = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+IDEMPOTENCY_PURGE = {"dynamodb:Scan", "dynamodb:DeleteItem"}
+FILES = {"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}
+FILES_PURGE = {"s3:DeleteObject", "s3:DeleteObjectVersion"}
+SEARCH = {"es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"}
+
+
+def table_id(synth: Synth, spec: TableSpec) -> str:
+    matches = [
+        name
+        for name, table in synth.of_type("AWS::DynamoDB::Table").items()
+        if table["Properties"]["KeySchema"][0]["AttributeName"] == spec.partition_key
+    ]
+    assert len(matches) == 1, f"one table keyed by {spec.partition_key}, found {matches}"
+    return matches[0]
+
+
+def functions_by_handler(synth: Synth) -> dict[str, str]:
+    """handler (functions.<package>.handler.<entry>) -> logical id of its Lambda."""
+    return {fn["Properties"]["Handler"]: name for name, fn in synth.of_type("AWS::Lambda::Function").items()}
+
+
+def lambda_id(synth: Synth, catalog_name: str) -> str:
+    entry = next(e for e in lambda_entries(REPO) if e.name == catalog_name)
+    return functions_by_handler(synth)[f"functions.{entry.package}.handler.{entry.handler}"]
+
+
+def resource_paths(synth: Synth) -> dict[str, str]:
+    """API Gateway resource logical id -> its full path."""
+    resources = synth.of_type("AWS::ApiGateway::Resource")
+    paths: dict[str, str] = {}
+
+    def path_of(name: str) -> str:
+        if name not in paths:
+            props = resources[name]["Properties"]
+            parent = props["ParentId"]
+            prefix = path_of(parent["Ref"]) if "Ref" in parent else ""
+            paths[name] = f"{prefix}/{props['PathPart']}"
+        return paths[name]
+
+    for name in resources:
+        path_of(name)
+    return paths
+
+
+def permissions(synth: Synth, function_id: str) -> set[tuple[str, str]]:
+    """Every (action, resource) the function's role is allowed, from every policy attached to it."""
+    role = synth.resources[function_id]["Properties"]["Role"]["Fn::GetAtt"][0]
+    pairs = set()
+    for policy in synth.of_type("AWS::IAM::Policy").values():
+        if {"Ref": role} not in policy["Properties"]["Roles"]:
+            continue
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            assert statement["Effect"] == "Allow"
+            pairs |= {(a, render(r)) for a in as_list(statement["Action"]) for r in as_list(statement["Resource"])}
+    return pairs
+
+
+def expected_permissions(synth: Synth, name: str, access: Access) -> set[tuple[str, str]]:
+    function = synth.resources[lambda_id(synth, name)]
+    log_group = render(function["Properties"]["LoggingConfig"]["LogGroup"]).strip("<>")
+    main, keys, idem = (table_id(synth, s) for s in (MAIN_TABLE, KEYS_TABLE, IDEMPOTENCY_TABLE))
+    bucket = next(n for n in synth.of_type("AWS::S3::Bucket") if n.startswith("DataFilesBucket"))
+    pairs = {(a, f"<{log_group}.Arn>") for a in LOGS}
+    if access.main_table:
+        pairs |= {(a, f"<{main}.Arn>") for a in MAIN}
+        pairs |= {("dynamodb:Query", f"<{main}.Arn>/index/{index.name}") for index in MAIN_TABLE.indexes}
+    if access.keys_table:
+        pairs |= {("dynamodb:GetItem", f"<{keys}.Arn>")}
+    if access.idempotency_table:
+        pairs |= {(a, f"<{idem}.Arn>") for a in IDEMPOTENCY}
+    if access.idempotency_purge:
+        pairs |= {(a, f"<{idem}.Arn>") for a in IDEMPOTENCY_PURGE}
+    if access.files:
+        pairs |= {(a, f"<{bucket}.Arn>/*") for a in FILES}
+    if access.files_purge:
+        pairs |= {(a, f"<{bucket}.Arn>/*") for a in FILES_PURGE} | {("s3:ListBucketVersions", f"<{bucket}.Arn>")}
+    if access.search:
+        domain = next(iter(synth.of_type("AWS::OpenSearchService::Domain")))
+        pairs |= {(a, r) for a in SEARCH for r in (f"<{domain}.Arn>", f"<{domain}.Arn>/*")}
+    for workflow in access.start_workflows:
+        machine = next(
+            n
+            for n, m in synth.of_type("AWS::StepFunctions::StateMachine").items()
+            if m["Properties"]["StateMachineName"] == f"uhp-memories-{synth.stage}-{workflow}"
+        )
+        pairs.add(("states:StartExecution", f"<{machine}>"))
+        pairs.add(
+            (
+                "states:DescribeExecution",
+                "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+                f"execution:uhp-memories-{synth.stage}-{workflow}:*",
+            )
+        )
+    return pairs
+
+
+# -- routes ------------------------------------------------------------------------------------
+
+
+def test_every_route_has_its_method_wired_to_its_function(prod: Synth) -> None:
+    paths = resource_paths(prod)
+    handlers = functions_by_handler(prod)
+    methods = {}
+    for method in prod.of_type("AWS::ApiGateway::Method").values():
+        props = method["Properties"]
+        path = paths[props["ResourceId"]["Ref"]] if "Ref" in props["ResourceId"] else "/"
+        methods[(props["HttpMethod"], path)] = props
+
+    assert set(methods) == {(route.method, route.path) for route in ROUTES}
+    for route in ROUTES:
+        props = methods[(route.method, route.path)]
+        integration = props["Integration"]
+        assert integration["Type"] == "AWS_PROXY"
+        target = f"<{handlers[f'functions.{route.function}.handler.lambda_handler']}.Arn>"
+        assert target in render(integration["Uri"]), f"{route.method} {route.path} -> {route.function}"
+        assert props["AuthorizationType"] == "CUSTOM"
+        assert props["ApiKeyRequired"] is True
+
+
+def test_api_gateway_may_invoke_each_function_only_for_its_own_routes(prod: Synth) -> None:
+    handlers = functions_by_handler(prod)
+    granted: dict[str, set[str]] = {}
+    for permission in prod.of_type("AWS::Lambda::Permission").values():
+        props = permission["Properties"]
+        assert props["Principal"] == "apigateway.amazonaws.com"
+        function = render(props["FunctionName"]).strip("<>").removesuffix(".Arn")
+        # arn:...:execute-api:REGION:ACCOUNT:API/STAGE/METHOD/PATH, path parameters as *
+        granted.setdefault(function, set()).add(render(props["SourceArn"]).split("/", 2)[2])
+    authorizer = lambda_id(prod, "authorizer")
+
+    authorizer_id = next(iter(prod.of_type("AWS::ApiGateway::Authorizer")))
+    assert granted.pop(authorizer) == {f"<{authorizer_id}>"}  # API/authorizers/ID: this API's authorizer only
+    for name in FUNCTIONS:
+        routes = {f"{r.method}{re.sub(r'{[^}]+}', '*', r.path)}" for r in ROUTES if r.function == name}
+        assert granted.pop(handlers[f"functions.{name}.handler.lambda_handler"]) == routes, name
+    assert granted == {}
+
+
+def test_the_authorizer_reads_the_api_key_header_and_names_usage_plan_keys(prod: Synth) -> None:
+    template = Template.from_json(prod.template)
+    authorizer_fn = lambda_id(prod, "authorizer")
+
+    template.has_resource_properties(
+        "AWS::ApiGateway::Authorizer",
+        {
+            "Type": "REQUEST",
+            "IdentitySource": "method.request.header.x-api-key",
+            "AuthorizerResultTtlInSeconds": 300,
+            "AuthorizerUri": Match.object_like(
+                {
+                    "Fn::Join": Match.array_with(
+                        [Match.array_with([Match.object_like({"Fn::GetAtt": [authorizer_fn, "Arn"]})])]
+                    )
+                }
+            ),
+        },
+    )
+    template.has_resource_properties("AWS::ApiGateway::RestApi", {"ApiKeySourceType": "AUTHORIZER"})
+
+
+def test_the_stage_is_throttled_and_logs_without_bodies(prod: Synth) -> None:
+    stage = next(iter(prod.of_type("AWS::ApiGateway::Stage").values()))["Properties"]
+    settings = stage["MethodSettings"][0]
+
+    assert settings["ThrottlingRateLimit"] == 2000
+    assert settings["ThrottlingBurstLimit"] == 4000
+    assert settings["LoggingLevel"] == "ERROR"
+    assert settings["DataTraceEnabled"] is False
+    access_log = json.loads(stage["AccessLogSetting"]["Format"])
+    assert "$context.identity.apiKey" not in access_log.values()
+    assert access_log["tenant"] == "$context.authorizer.tenant"
+
+
+@pytest.mark.parametrize(
+    ("response_type", "status", "code"),
+    [
+        ("UNAUTHORIZED", "401", "unauthenticated"),
+        ("ACCESS_DENIED", "401", "unauthenticated"),
+        ("INVALID_API_KEY", "401", "unauthenticated"),
+        ("MISSING_AUTHENTICATION_TOKEN", "404", "not_found"),
+        ("THROTTLED", "429", "rate_limited"),
+        ("QUOTA_EXCEEDED", "429", "rate_limited"),
+        ("REQUEST_TOO_LARGE", "413", "request_too_large"),
+        ("DEFAULT_5XX", None, "internal_error"),
+    ],
+)
+def test_gateway_errors_have_the_api_error_shape(
+    prod: Synth, response_type: str, status: str | None, code: str
+) -> None:
+    responses = {
+        r["Properties"]["ResponseType"]: r["Properties"]
+        for r in prod.of_type("AWS::ApiGateway::GatewayResponse").values()
+    }
+
+    response = responses[response_type]
+    assert response.get("StatusCode") == status
+    body = json.loads(response["ResponseTemplates"]["application/json"])
+    assert body == {"error": {"code": code, "message": body["error"]["message"]}}
+    assert body["error"]["message"]
+
+
+def test_waf_rate_limits_per_address_and_never_blocks_on_body_content(prod: Synth) -> None:
+    acl = next(iter(prod.of_type("AWS::WAFv2::WebACL").values()))["Properties"]
+    association = next(iter(prod.of_type("AWS::WAFv2::WebACLAssociation").values()))["Properties"]
+    rules = {rule["Name"]: rule for rule in acl["Rules"]}
+
+    assert rules["rate-per-ip"]["Statement"]["RateBasedStatement"] == {"Limit": 20000, "AggregateKeyType": "IP"}
+    assert rules["rate-per-ip"]["Action"]["Block"]["CustomResponse"]["ResponseCode"] == 429
+    common = rules["aws-common"]["Statement"]["ManagedRuleGroupStatement"]
+    counted = {o["Name"] for o in common["RuleActionOverrides"] if "Count" in o["ActionToUse"]}
+    assert {"SizeRestrictions_BODY", "CrossSiteScripting_BODY"} <= counted
+    stage = next(iter(prod.of_type("AWS::ApiGateway::Stage")))
+    assert render(association["ResourceArn"]).endswith(f"/stages/<{stage}>")
+
+
+# -- functions and roles ---------------------------------------------------------------------
+
+
+def test_one_lambda_per_function_package_and_step_on_arm64_python_313(prod: Synth) -> None:
+    functions = prod.of_type("AWS::Lambda::Function")
+    layers = prod.of_type("AWS::Lambda::LayerVersion")
+
+    assert len(functions) == len(lambda_entries(REPO))
+    assert set(functions_by_handler(prod)) == {
+        f"functions.{e.package}.handler.{e.handler}" for e in lambda_entries(REPO)
+    }
+    for fn in functions.values():
+        props = fn["Properties"]
+        assert props["Runtime"] == "python3.13"
+        assert props["Architectures"] == ["arm64"]
+        assert sorted(render(layer).strip("<>") for layer in props["Layers"]) == sorted(layers)
+    for layer in layers.values():
+        assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+
+
+def test_every_function_package_and_step_is_declared(prod: Synth) -> None:
+    names = {entry.name for entry in lambda_entries(REPO)}
+
+    assert names == set(FUNCTION_ACCESS), "infra/catalog.py must declare exactly the Lambdas functions/ asks for"
+    assert set(FUNCTIONS) <= names
+    assert {f"steps.{handler}" for handler in STEPS.values()} <= names
+
+
+def test_one_role_per_function_without_managed_policies(prod: Synth) -> None:
+    roles = [fn["Properties"]["Role"]["Fn::GetAtt"][0] for fn in prod.of_type("AWS::Lambda::Function").values()]
+
+    assert len(set(roles)) == len(roles)
+    for role in roles:
+        props = prod.resources[role]["Properties"]
+        assert "ManagedPolicyArns" not in props
+        assert props["AssumeRolePolicyDocument"]["Statement"] == [
+            {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}}
+        ]
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTION_ACCESS))
+def test_each_function_has_only_the_permissions_it_uses(prod: Synth, name: str) -> None:
+    assert permissions(prod, lambda_id(prod, name)) == expected_permissions(prod, name, FUNCTION_ACCESS[name])
+
+
+def test_the_authorizer_only_reads_keys_and_no_api_function_can(prod: Synth) -> None:
+    keys = table_id(prod, KEYS_TABLE)
+
+    assert {p for p in permissions(prod, lambda_id(prod, "authorizer")) if p[0].startswith("dynamodb:")} == {
+        ("dynamodb:GetItem", f"<{keys}.Arn>")
+    }
+    for name in FUNCTIONS:
+        assert not any(keys in resource for _, resource in permissions(prod, lambda_id(prod, name))), name
+
+
+def test_functions_are_told_their_tables_and_the_stage_data_protection(prod: Synth) -> None:
+    env = {
+        name: prod.resources[lambda_id(prod, name)]["Properties"]["Environment"]["Variables"]
+        for name in ("authorizer", "records", "erase", "memories", "discovery")
+    }
+    main, keys = table_id(prod, MAIN_TABLE), table_id(prod, KEYS_TABLE)
+
+    assert render(env["authorizer"]["UHP_KEYS_TABLE_NAME"]) == f"<{keys}>"
+    assert "UHP_TABLE_NAME" not in env["authorizer"]
+    assert render(env["records"]["UHP_TABLE_NAME"]) == f"<{main}>"
+    assert "UHP_FILES_BUCKET" in env["records"]
+    assert "UHP_ERASE_STATE_MACHINE_ARN" in env["erase"]
+    assert "UHP_DELETE_STATE_MACHINE_ARN" in env["memories"]
+    assert {
+        k: env["erase"][k]
+        for k in (
+            "UHP_PITR_ENABLED",
+            "UHP_PITR_RETENTION_DAYS",
+            "UHP_STREAM_ENABLED",
+            "UHP_SEARCH_SNAPSHOT_RETENTION_DAYS",
+        )
+    } == {
+        "UHP_PITR_ENABLED": "true",
+        "UHP_PITR_RETENTION_DAYS": "35",
+        "UHP_STREAM_ENABLED": "true",
+        "UHP_SEARCH_SNAPSHOT_RETENTION_DAYS": "14",
+    }
+    assert env["discovery"] == {"POWERTOOLS_SERVICE_NAME": "uhp-memories-discovery", "POWERTOOLS_LOG_LEVEL": "INFO"}
+
+
+def test_a_small_stage_reports_no_backups(dev: Synth) -> None:
+    erase = dev.resources[lambda_id(dev, "erase")]["Properties"]["Environment"]["Variables"]
+
+    assert (erase["UHP_PITR_ENABLED"], erase["UHP_PITR_RETENTION_DAYS"]) == ("false", "0")
+
+
+# -- data stores -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", [MAIN_TABLE, KEYS_TABLE, IDEMPOTENCY_TABLE], ids=lambda s: s.logical_name)
+def test_tables_are_built_from_the_shared_specs(prod: Synth, spec: TableSpec) -> None:
+    props = prod.resources[table_id(prod, spec)]["Properties"]
+    expected = spec.create_table_kwargs("ignored")
+
+    assert props["KeySchema"] == expected["KeySchema"]
+    assert sorted(props["AttributeDefinitions"], key=lambda a: a["AttributeName"]) == sorted(
+        expected["AttributeDefinitions"], key=lambda a: a["AttributeName"]
+    )
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert [(g["IndexName"], g["KeySchema"], g["Projection"]) for g in props.get("GlobalSecondaryIndexes", [])] == [
+        (g["IndexName"], g["KeySchema"], g["Projection"]) for g in expected.get("GlobalSecondaryIndexes", [])
+    ]
+    stream = expected.get("StreamSpecification")
+    assert props.get("StreamSpecification") == ({"StreamViewType": stream["StreamViewType"]} if stream else None)
+    if spec.ttl_attribute:
+        assert props["TimeToLiveSpecification"] == {"AttributeName": spec.ttl_attribute, "Enabled": True}
+
+
+def test_data_stores_are_encrypted_and_retained(prod: Synth) -> None:
+    tables = prod.of_type("AWS::DynamoDB::Table")
+    buckets = prod.of_type("AWS::S3::Bucket")
+    stateful = {**tables, **buckets, **prod.of_type("AWS::OpenSearchService::Domain")}
+
+    for table in tables.values():
+        assert table["Properties"]["SSESpecification"] == {"SSEEnabled": True}
+        assert table["Properties"]["DeletionProtectionEnabled"] is True
+    for bucket in buckets.values():
+        encryption = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+        assert encryption[0]["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    for name, resource in stateful.items():
+        assert (resource.get("DeletionPolicy"), resource.get("UpdateReplacePolicy")) == ("Retain", "Retain"), name
+    for group in prod.of_type("AWS::Logs::LogGroup").values():
+        assert group["DeletionPolicy"] == "Retain"
+        assert group["Properties"]["RetentionInDays"] == 90
+
+
+def test_backups_follow_the_stage(prod: Synth, dev: Synth) -> None:
+    def pitr(synth: Synth, spec: TableSpec) -> Any:
+        return synth.resources[table_id(synth, spec)]["Properties"].get("PointInTimeRecoverySpecification")
+
+    assert pitr(prod, MAIN_TABLE) == {"PointInTimeRecoveryEnabled": True, "RecoveryPeriodInDays": 35}
+    assert pitr(prod, KEYS_TABLE)["PointInTimeRecoveryEnabled"] is True
+    assert pitr(dev, MAIN_TABLE)["PointInTimeRecoveryEnabled"] is False
+    # Backups of kept responses would keep what erase removes.
+    assert pitr(prod, IDEMPOTENCY_TABLE)["PointInTimeRecoveryEnabled"] is False
+    assert all(t.get("DeletionPolicy") == "Delete" for t in dev.of_type("AWS::DynamoDB::Table").values())
+
+
+def test_the_files_bucket_is_versioned_private_and_tls_only(prod: Synth) -> None:
+    template = Template.from_json(prod.template)
+    name, bucket = next((n, b) for n, b in prod.of_type("AWS::S3::Bucket").items() if n.startswith("DataFilesBucket"))
+    props = bucket["Properties"]
+
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert props["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    # Only stale uploads expire; every version of a record's bytes is history, removed by erase alone.
+    rules = props["LifecycleConfiguration"]["Rules"]
+    expiring = [r for r in rules if "ExpirationInDays" in r or "NoncurrentVersionExpiration" in r]
+    assert [r["Prefix"] for r in expiring] == ["uploads/"]
+    assert expiring[0]["ExpirationInDays"] == 7
+    assert "LoggingConfiguration" in props
+    template.has_resource_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "Bucket": {"Ref": name},
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})]
+                )
+            },
+        },
+    )
+
+
+def test_the_search_domain_is_encrypted_https_only_and_has_no_resource_policy(prod: Synth) -> None:
+    props = next(iter(prod.of_type("AWS::OpenSearchService::Domain").values()))["Properties"]
+
+    assert props["EncryptionAtRestOptions"] == {"Enabled": True}
+    assert props["NodeToNodeEncryptionOptions"] == {"Enabled": True}
+    assert props["DomainEndpointOptions"]["EnforceHTTPS"] is True
+    assert props["DomainEndpointOptions"]["TLSSecurityPolicy"] == "Policy-Min-TLS-1-2-2019-07"
+    assert "AccessPolicies" not in props
+    cluster = props["ClusterConfig"]
+    assert (cluster["InstanceCount"], cluster["InstanceType"], cluster["ZoneAwarenessEnabled"]) == (
+        3,
+        "r7g.large.search",
+        True,
+    )
+    assert (cluster["DedicatedMasterEnabled"], cluster["DedicatedMasterCount"]) == (True, 3)
+    assert props["EngineVersion"] == "OpenSearch_2.19"
+
+
+# -- workflows -------------------------------------------------------------------------------
+
+
+def test_the_state_machines_are_the_files_in_functions_workflows(prod: Synth, clean_checkout: Any) -> None:
+    machines = {
+        m["Properties"]["StateMachineName"]: m["Properties"]
+        for m in prod.of_type("AWS::StepFunctions::StateMachine").values()
+    }
+    files = sorted((clean_checkout / "functions" / "workflows").glob("*.asl.json"))
+    names = {file: name for name, file in WORKFLOWS.items()}
+    handlers = functions_by_handler(prod)
+
+    assert set(machines) == {f"uhp-memories-prod-{names.get(f.name, f.name.removesuffix('.asl.json'))}" for f in files}
+    for file in files:
+        props = machines[f"uhp-memories-prod-{names.get(file.name, file.name.removesuffix('.asl.json'))}"]
+        assert json.loads(props["DefinitionString"]) == json.loads(file.read_text())
+        for substitution, value in props["DefinitionSubstitutions"].items():
+            assert render(value) == f"<{handlers[f'functions.steps.handler.{STEPS[substitution]}']}.Arn>"
+        assert props["LoggingConfiguration"]["Level"] == "ALL"
+        assert props["LoggingConfiguration"]["IncludeExecutionData"] is False
+
+
+def test_a_state_machine_may_invoke_only_its_own_steps(prod: Synth) -> None:
+    for machine in prod.of_type("AWS::StepFunctions::StateMachine").values():
+        props = machine["Properties"]
+        role = props["RoleArn"]["Fn::GetAtt"][0]
+        invoked = set()
+        for policy in prod.of_type("AWS::IAM::Policy").values():
+            if {"Ref": role} in policy["Properties"]["Roles"]:
+                for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                    if "lambda:InvokeFunction" in as_list(statement["Action"]):
+                        invoked |= {render(r) for r in as_list(statement["Resource"])}
+        assert invoked == {render(v) for v in props["DefinitionSubstitutions"].values()}
+
+
+# -- monitoring ------------------------------------------------------------------------------
+
+
+def test_alarms_cover_5xx_throttles_workflows_and_search(prod: Synth) -> None:
+    alarms = {
+        render(a["Properties"].get("AlarmDescription", "")) for a in prod.of_type("AWS::CloudWatch::Alarm").values()
+    }
+    topic = next(iter(prod.of_type("AWS::SNS::Topic")))
+
+    assert any("5xx" in a for a in alarms)
+    assert sum("was throttled" in a for a in alarms) == len(lambda_entries(REPO))
+    assert any("main table were throttled" in a for a in alarms)
+    assert sum("workflow execution failed" in a for a in alarms) == len(WORKFLOWS)
+    assert any("search domain is red" in a for a in alarms)
+    for alarm in prod.of_type("AWS::CloudWatch::Alarm").values():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic}]
+    assert len(prod.of_type("AWS::CloudWatch::Dashboard")) == 1
+
+
+def test_the_stack_names_what_the_admin_commands_read(prod: Synth) -> None:
+    from infra.config import ApiConfig
+    from uhp_memories.admin.target import (
+        DEFAULT_TENANT_BURST,
+        DEFAULT_TENANT_QUOTA_PER_MONTH,
+        DEFAULT_TENANT_RATE,
+    )
+
+    outputs = prod.template["Outputs"]
+    assert {"RestApiId", "ApiStageName", "KeysTableName", "ApiUrl", "TenantRateLimit"} <= set(outputs)
+    assert outputs["ApiStageName"]["Value"] == {"Ref": next(iter(prod.of_type("AWS::ApiGateway::Stage")))}
+    assert outputs["TenantQuotaPerMonth"]["Value"] == "50000000"
+    defaults = ApiConfig()
+    assert (defaults.tenant_rate, defaults.tenant_burst, defaults.tenant_quota_per_month) == (
+        DEFAULT_TENANT_RATE,
+        DEFAULT_TENANT_BURST,
+        DEFAULT_TENANT_QUOTA_PER_MONTH,
+    )

@@ -1,0 +1,104 @@
+"""Stage configuration from cdk.json, validated by StageConfig."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from infra.config import STAGES_CONTEXT_KEY, StageConfig, StageConfigError, load_stage
+from infra.layout import REPO
+
+
+def cdk_context() -> dict[str, Any]:
+    return json.loads((REPO.root / "cdk.json").read_text())["context"]
+
+
+def test_every_stage_in_cdk_json_is_valid() -> None:
+    stages = cdk_context()[STAGES_CONTEXT_KEY]
+
+    assert {"dev", "prod"} <= set(stages)
+    for name in stages:
+        assert load_stage({**cdk_context(), "stage": name}).name == name
+
+
+def test_the_default_stage_is_dev() -> None:
+    context = cdk_context()
+    del context["stage"]
+
+    assert load_stage(context).name == "dev"
+
+
+def test_an_unknown_stage_names_the_known_ones() -> None:
+    with pytest.raises(StageConfigError, match="dev, prod"):
+        load_stage({**cdk_context(), "stage": "staging"})
+
+
+def test_a_misspelled_setting_is_refused() -> None:
+    context = cdk_context()
+    context[STAGES_CONTEXT_KEY]["dev"]["point_in_time_recovry"] = True
+
+    with pytest.raises(StageConfigError, match="point_in_time_recovry"):
+        load_stage(context)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"embeddings": {"model_id": "amazon.titan-embed-text-v2:0", "dimensions": 768}},
+        {"search": {"dedicated_master_count": 2, "dedicated_master_type": "m7g.large.search"}},
+        {"search": {"dedicated_master_count": 3}},
+        {"search": {"instance_count": 3, "availability_zones": 2}},
+        {"search": {"instance_type": "r7g.large"}},
+        {"log_retention_days": 31},
+        {"backup_retention_days": 36},
+        {"removal_policy": "snapshot"},
+        {"api": {"authorizer_cache_seconds": 7200}},
+        {"account": "12345"},
+        {"name": "Prod"},
+    ],
+)
+def test_inconsistent_settings_are_refused(settings: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        StageConfig.model_validate({"name": "x", **settings})
+
+
+def test_other_embedding_models_choose_their_dimensions() -> None:
+    config = StageConfig.model_validate(
+        {"name": "x", "embeddings": {"model_id": "cohere.embed-english-v3", "dimensions": 1024}}
+    )
+
+    assert config.embeddings.dimensions == 1024
+
+
+def test_the_erase_report_settings_follow_the_stage() -> None:
+    small = StageConfig.model_validate({"name": "s", "point_in_time_recovery": False, "search": {"enabled": False}})
+    large = StageConfig(name="l", backup_retention_days=7)
+
+    assert small.data_protection_environment(stream=True) == {
+        "UHP_STAGE": "s",
+        "UHP_PITR_ENABLED": "false",
+        "UHP_PITR_RETENTION_DAYS": "0",
+        "UHP_STREAM_ENABLED": "true",
+        "UHP_SEARCH_SNAPSHOT_RETENTION_DAYS": "0",
+    }
+    assert large.data_protection_environment(stream=False)["UHP_PITR_RETENTION_DAYS"] == "7"
+    assert large.data_protection_environment(stream=False)["UHP_SEARCH_SNAPSHOT_RETENTION_DAYS"] == "14"
+
+
+def test_the_settings_read_what_the_stack_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The names CDK sets are the names uhp_memories.settings reads."""
+    from uhp_memories.settings import Settings
+
+    for name, value in StageConfig(name="p", backup_retention_days=9).data_protection_environment(stream=True).items():
+        monkeypatch.setenv(name, value)
+    settings = Settings.from_env()
+
+    assert (
+        settings.pitr_enabled,
+        settings.pitr_retention_days,
+        settings.stream_enabled,
+        settings.search_snapshot_retention_days,
+    ) == (True, 9, True, 14)
