@@ -55,8 +55,9 @@ def handle_get_record(
     memory_id: str,
     record_id: str,
     as_of: Annotated[str | None, Query(description="an RFC 3339 time or a snapshot name")] = None,
+    include: Annotated[str, Query(description="active (default: a forgotten record is not found) or all")] = "active",
 ) -> Response[schemas.RecordOut]:
-    view = bootstrap.container().records.get(caller_of(app), memory_id, record_id, as_of)
+    view = bootstrap.container().records.get(caller_of(app), memory_id, record_id, as_of, include)
     return respond(presenters.record(view))
 
 

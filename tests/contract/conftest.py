@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -47,6 +48,8 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
     monkeypatch.setattr(dynamo_records, "SCAN_PAGE", 2)
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(**MAIN_TABLE.create_table_kwargs("t"))
-        table = DynamoTable(client, "t")
+        # A table of its own: another suite's moto session may still be running in this process.
+        name = "contract-" + uuid.uuid4().hex[:12]
+        client.create_table(**MAIN_TABLE.create_table_kwargs(name))
+        table = DynamoTable(client, name)
         yield Repositories("dynamodb", DynamoMemoryRepository(table), DynamoRecordRepository(table))

@@ -243,7 +243,11 @@ def test_forget_closes_the_record_and_keeps_its_trace(world: World, memory_id: s
     assert forgotten.invalidated_at is not None
     assert forgotten.invalidated_at > v2.written_at
     assert forgotten.superseded_by is None
-    assert world.records.get(ALICE, memory_id, v2.id).record == forgotten
+    # Gone from reads that do not ask for history, by any of its version ids; there with include=all.
+    for version_id in (v1.id, v2.id):
+        with pytest.raises(RecordNotFound):
+            world.records.get(ALICE, memory_id, version_id)
+    assert world.records.get(ALICE, memory_id, v2.id, include="all").record == forgotten
 
     assert world.records.list(ALICE, memory_id).items == []
     assert {v.record.status for v in world.records.list(ALICE, memory_id, include="all").items} == {

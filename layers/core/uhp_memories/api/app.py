@@ -4,6 +4,7 @@ the authorizer's context, and Idempotency-Key handling on writes."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -11,18 +12,16 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent,
-)
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
+    IdempotencyPersistenceLayerError,
     IdempotencyValidationError,
 )
 from pydantic import BaseModel, ValidationError
 
 from uhp_memories import bootstrap
+from uhp_memories.adapters.dynamodb.idempotency import PackedDynamoDBPersistenceLayer
 from uhp_memories.api.errors import JSON, describe_validation_errors, error_dict, error_response
 from uhp_memories.domain.errors import DomainError, Unauthenticated
 from uhp_memories.domain.models import Caller
@@ -116,18 +115,21 @@ def make_handler(app: APIGatewayRestResolver) -> Callable[[dict[str, Any], Any],
     """The Lambda entry point for one function: plain resolution, or idempotent resolution when a
     write carries an Idempotency-Key."""
     idempotent_resolvers: dict[int, Callable[[dict[str, Any], Any], dict[str, Any]]] = {}
+    # The answer the request on this thread produced, for when the store cannot keep it.
+    produced = threading.local()
 
     def resolve_or_raise(event: dict[str, Any], context: Any) -> dict[str, Any]:
         answer = app.resolve(event, context)
         if answer.get("statusCode", 500) >= 500:
             raise _ServerFailure(answer)
+        produced.answer = answer
         return answer
 
     def idempotent_resolver() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
         container = bootstrap.container()
         key = id(container)
         if key not in idempotent_resolvers:
-            store = DynamoDBPersistenceLayer(
+            store = PackedDynamoDBPersistenceLayer(
                 table_name=container.settings.idempotency_table_name, boto3_client=container.dynamodb
             )
             config = IdempotencyConfig(
@@ -146,10 +148,21 @@ def make_handler(app: APIGatewayRestResolver) -> Callable[[dict[str, Any], Any],
             return app.resolve(event, context)
         if len(key) > 255:
             return error_dict(422, "memory_invalid", "Idempotency-Key is at most 255 characters")
+        produced.answer = None
         try:
             return idempotent_resolver()(event, context)
         except _ServerFailure as failure:
             return failure.answer
+        except IdempotencyPersistenceLayerError:
+            answer = produced.answer
+            if answer is not None:
+                # The request ran and wrote; only keeping its answer failed (a DynamoDB item holds
+                # 400 KB, and an answer can be larger). The caller gets the answer, and the key stays
+                # in progress, so a retry is told so instead of writing twice.
+                logger.warning("the idempotency store could not keep an answer")
+                return answer
+            logger.error("the idempotency store failed")
+            return error_dict(500, "internal_error", "the server failed; the request may be retried")
         except IdempotencyValidationError:
             return error_dict(
                 422,

@@ -112,7 +112,7 @@ def _normalize(field: str, value: Any) -> Any:
 
 
 def field_value(record: RecordVersion, field: str) -> tuple[bool, Any]:
-    """(present, value) of a filter field on a record."""
+    """(present, value) of a filter field on a record. `exists` on a time field means not null."""
     if field == "type":
         return True, record.type
     if field.startswith("time."):
@@ -138,6 +138,10 @@ def matches(flt: Filter | None, record: RecordVersion) -> bool:
     present, value = field_value(record, flt.field)
     if flt.op == "exists":
         return present == flt.value
+    if flt.field.startswith("time."):
+        # A time field is always there, null when unknown: `time.valid_to eq null` matches an open
+        # validity, as `attributes.x eq null` matches an explicit null.
+        present = True
     if flt.op == "eq":
         return present and _same_kind(value, flt.value) and value == flt.value
     if flt.op == "ne":

@@ -109,6 +109,8 @@ class RecordService:
         """Append a new version. `changes` holds only the fields the caller sent."""
         access = self._ports.access(caller)
         access.require(memory_id, "write")
+        if not changes:
+            raise MemoryInvalid("a revision changes at least one of content, attributes, time or references")
         current = self._current_or_conflict(caller, memory_id, record_id)
         if current.type == "episode":
             raise MemoryInvalid("episodes are append-only: remember a new episode instead of revising one")
@@ -199,11 +201,19 @@ class RecordService:
 
     # -- reads -------------------------------------------------------------------------------
 
-    def get(self, caller: Caller, memory_id: str, record_id: str, as_of: str | None = None) -> RecordView:
-        """One version by id; with as_of, the version of its record the memory held at that instant."""
+    def get(
+        self, caller: Caller, memory_id: str, record_id: str, as_of: str | None = None, include: str = "active"
+    ) -> RecordView:
+        """One version by id (a superseded version is history, readable by its id); with as_of, the
+        version of its record the memory held at that instant. A forgotten record leaves every read
+        that does not ask for history: include=all or as_of."""
         access = self._ports.access(caller)
         access.require(memory_id, "read")
+        if include not in INCLUDE_VALUES:
+            raise MemoryInvalid(f"include must be one of {list(INCLUDE_VALUES)}")
         record = self._find(caller, memory_id, record_id)
+        if as_of is None and include == "active" and self._forgotten(caller, record):
+            raise RecordNotFound(record_id)
         if as_of is not None:
             instant = self.resolve_as_of(caller, memory_id, as_of)
             held = [v for v in self._ports.records.chain(caller.tenant, record.chain_id) if v.held_at(instant)]
@@ -333,6 +343,13 @@ class RecordService:
                 version = version.as_of(instant)
             yield position, version
 
+    def _forgotten(self, caller: Caller, record: RecordVersion) -> bool:
+        if record.status == "forgotten":
+            return True
+        if record.is_current:
+            return False
+        return self._ports.records.chain(caller.tenant, record.chain_id)[-1].status == "forgotten"
+
     def _find(self, caller: Caller, memory_id: str, record_id: str) -> RecordVersion:
         record = None
         if ID_PATTERN.match(record_id):
@@ -372,9 +389,13 @@ class RecordService:
             raise MemoryInvalid("content is text, or a file reference {\"file\": {\"id\": ...}}")
         elif not isinstance(given.content, str):
             raise MemoryInvalid("content is text")
+        elif not _is_unicode(given.content):
+            raise MemoryInvalid("content is not valid Unicode text (it holds a lone surrogate)")
         elif len(given.content.encode()) > CONTENT_BYTES:
             raise MemoryInvalid(f"content is at most {CONTENT_BYTES} bytes of UTF-8 text")
-        if len(json.dumps(given.attributes, separators=(",", ":")).encode()) > ATTRIBUTES_JSON_BYTES:
+        # Measured as stored: compact JSON in UTF-8.
+        attributes_json = json.dumps(given.attributes, separators=(",", ":"), ensure_ascii=False)
+        if len(attributes_json.encode()) > ATTRIBUTES_JSON_BYTES:
             raise MemoryInvalid(f"attributes are at most {ATTRIBUTES_JSON_BYTES} bytes of JSON")
         if given.valid_from and given.valid_to and given.valid_to < given.valid_from:
             raise MemoryInvalid("time.valid_to is before time.valid_from")
@@ -401,6 +422,15 @@ class RecordService:
 
 def _is_file(content: Any) -> bool:
     return isinstance(content, dict) and set(content) == {"file"}
+
+
+def _is_unicode(text: str) -> bool:
+    """Whether `text` can be stored as UTF-8: JSON may spell a lone surrogate ("\\ud800"), UTF-8 cannot."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _looks_like_time(value: str) -> bool:

@@ -1,8 +1,9 @@
 """Persistence items: domain entities to DynamoDB items and back, validated on read.
 
-Record payloads (content, attributes, references, writer) are kept as one JSON string: DynamoDB's
-number type cannot hold every JSON number, and nothing queries inside them (filters run after the
-key conditions, and recall uses the search index)."""
+Text content is kept as a plain string attribute, byte for byte; the rest of a record's payload
+(attributes, references, writer, a file reference) as one JSON string in UTF-8: DynamoDB's number
+type cannot hold every JSON number, and nothing queries inside them (filters run after the key
+conditions, and recall uses the search index)."""
 
 from __future__ import annotations
 
@@ -124,14 +125,17 @@ def record_item(record: RecordVersion) -> dict[str, Any]:
         "valid_to": record.valid_to,
         "written_at": record.written_at,
         "invalidated_at": record.invalidated_at,
+        # Text as itself: escaped inside JSON, control characters would take six bytes each.
+        "content_text": record.content if isinstance(record.content, str) else None,
         "body": json.dumps(
             {
-                "content": record.content,
+                "content": None if isinstance(record.content, str) else record.content,
                 "attributes": record.attributes,
                 "references": list(record.references),
                 "written_by": record.written_by,
             },
             separators=(",", ":"),
+            ensure_ascii=False,
         ),
         "GSI3PK": keys.chain_pk(record.tenant, record.chain_id),
         "GSI3SK": keys.chain_sk(record.version),
@@ -153,7 +157,7 @@ def record_from(item: Mapping[str, Any]) -> RecordVersion:
         chain_id=str(item["chain_id"]),
         version=int(item["version"]),
         type=str(item["type"]),
-        content=body["content"],
+        content=item["content_text"] if "content_text" in item else body["content"],
         attributes=body["attributes"],
         status=str(item["status"]),
         supersedes=item.get("supersedes"),
