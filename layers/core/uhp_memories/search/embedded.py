@@ -1,0 +1,668 @@
+"""The embedded search engine: stdlib sqlite3 (FTS5 for BM25) with numpy vectors, on disk or in memory.
+
+Local mode and tests use it; it is never imported by a deployed handler (numpy).
+
+- Documents live in one `docs` table; each memory (a *scope*: tenant + memory id) has its own FTS5
+  table, so BM25 statistics and postings belong to that memory alone. Attribute values are
+  flattened into `attrs` (path, kind, value), indexed for equality and ranges.
+- Vectors are stored per document (float32, L2-normalized) and kept in memory as one matrix per
+  scope, loaded on first search and updated on every write, so a search over 100,000 documents
+  is one matrix-vector product.
+- Every filter (types, fields, include, as_of) is applied inside each signal before its top-k cut:
+  the vector signal scores only the documents the filter admits, the BM25 signal joins the same
+  WHERE clause. The scope (tenant + memory id) is part of every statement.
+- Erase leaves nothing behind: `secure_delete` zeroes freed content, the memory's FTS index is
+  merged so deleted postings go, and the WAL is checkpointed and truncated.
+- One connection, one lock: writes and searches are serialized, which the local gateway's threads
+  need and two cores do not mind.
+"""
+
+# SQL text in this module is built from constants and integer table names only; every value is bound
+# as a parameter, so string-built statements (S608) are safe here.
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from uhp_memories.domain.filters import TIME_FIELDS
+from uhp_memories.domain.timefmt import parse_instant
+from uhp_memories.search.errors import EmbeddingModelMismatch
+from uhp_memories.search.fusion import Ranked, candidate_depth, fuse, query_terms
+from uhp_memories.search.ports import Fusion, Hit, SearchDocument, SearchRequest
+from uhp_memories.search.predicates import (
+    BOOLEAN,
+    NULL,
+    NUMBER,
+    All,
+    Any_,
+    Compare,
+    Const,
+    Equals,
+    FieldRef,
+    Not,
+    Predicate,
+    Present,
+    attribute_leaves,
+    lower,
+    path_key,
+)
+
+SCHEMA_VERSION = "1"
+# A word found in more documents of a memory than this is common: it adds to the BM25 score of the
+# documents that match a rarer word of the same query, and finds no document on its own (as
+# Elasticsearch's common-terms query). A query of common words only is scored in full.
+COMMON_DOCS = 2000
+_Where = tuple[str, list[Any]]  # a WHERE fragment over `docs d` and its parameters
+_SQL_OPS = {"lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
+_INT64 = (-(2**63), 2**63 - 1)
+_DOC_COLUMNS = (
+    "d.record_id, d.chain_id, d.type, d.status, d.attributes, d.valid_from, d.valid_to, d.written_at, "
+    "d.invalidated_at, d.text, d.embedding"
+)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS scopes (
+    id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, memory_id TEXT NOT NULL, UNIQUE (tenant, memory_id));
+CREATE TABLE IF NOT EXISTS docs (
+    id INTEGER PRIMARY KEY,
+    scope INTEGER NOT NULL,
+    record_id TEXT NOT NULL,
+    chain_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attributes TEXT NOT NULL,
+    valid_from TEXT,
+    valid_to TEXT,
+    written_at TEXT NOT NULL,
+    invalidated_at TEXT,
+    text TEXT NOT NULL,
+    embedding BLOB,
+    UNIQUE (scope, record_id));
+CREATE INDEX IF NOT EXISTS docs_by_time ON docs (scope, written_at);
+-- Covers visibility, types and time filters: a filtered search reads this index, not the rows.
+CREATE INDEX IF NOT EXISTS docs_visible ON docs (scope, status, type, written_at, invalidated_at, valid_from, valid_to);
+CREATE TABLE IF NOT EXISTS attrs (doc INTEGER NOT NULL, scope INTEGER NOT NULL, path TEXT NOT NULL,
+    kind TEXT NOT NULL, v);
+CREATE INDEX IF NOT EXISTS attrs_lookup ON attrs (scope, path, kind, v);
+CREATE INDEX IF NOT EXISTS attrs_by_doc ON attrs (doc, path, kind, v);
+"""
+
+
+class EmbeddedSearchIndex:
+    """A SearchIndex on sqlite3 + numpy. `path` is a file (WAL mode) or ":memory:"."""
+
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        *,
+        model_id: str,
+        dimensions: int,
+        fusion: Fusion | None = None,
+        scrub_erased: bool = True,
+        common_docs: int | None = COMMON_DOCS,
+    ) -> None:
+        if dimensions < 1:
+            raise ValueError("dimensions must be >= 1")
+        self._model_id = model_id
+        self._dimensions = dimensions
+        self._fusion = fusion or Fusion()
+        self._scrub = scrub_erased
+        self._common_docs = common_docs
+        self._lock = threading.RLock()
+        self._on_disk = str(path) != ":memory:"
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA secure_delete = ON")
+        if self._on_disk:
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = NORMAL")
+        self._blocks: dict[int, _VectorBlock] = {}
+        try:
+            self._db.executescript(_SCHEMA)
+            self._bind_model()
+        except BaseException:
+            self._db.close()
+            raise
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def dimensions(self) -> int:
+        return self._dimensions
+
+    def close(self) -> None:
+        with self._lock:
+            self._blocks.clear()
+            self._db.close()
+
+    def _bind_model(self) -> None:
+        stored = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        given = {"model_id": self._model_id, "dimensions": str(self._dimensions), "schema": SCHEMA_VERSION}
+        if not stored:
+            self._db.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", list(given.items()))
+            return
+        if stored.get("model_id") != self._model_id or stored.get("dimensions") != str(self._dimensions):
+            raise EmbeddingModelMismatch(
+                f"{stored.get('model_id')} ({stored.get('dimensions')} dimensions)",
+                f"{self._model_id} ({self._dimensions} dimensions)",
+            )
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _scope(self, tenant: str, memory_id: str, create: bool = False) -> int | None:
+        row = self._db.execute(
+            "SELECT id FROM scopes WHERE tenant = ? AND memory_id = ?", (tenant, memory_id)
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        if not create:
+            return None
+        scope = int(
+            self._db.execute("INSERT INTO scopes (tenant, memory_id) VALUES (?, ?)", (tenant, memory_id)).lastrowid or 0
+        )
+        self._db.execute(
+            f"CREATE VIRTUAL TABLE {_fts(scope)} USING fts5(text, content='docs', content_rowid='id', "
+            "tokenize='porter unicode61 remove_diacritics 2')"
+        )
+        return scope
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def index(self, docs: Sequence[SearchDocument]) -> None:
+        prepared = [(doc, self._vector_bytes(doc)) for doc in docs]
+        with self._lock:
+            changes: list[tuple[int, int, SearchDocument, bytes | None]] = []
+            with self._transaction():
+                for doc, vector in prepared:
+                    written = self._upsert(doc, vector)
+                    if written is not None:
+                        changes.append((*written, doc, vector))
+            for scope, doc_id, doc, vector in changes:
+                block = self._blocks.get(scope)
+                if block is None:
+                    continue
+                if vector is None:
+                    block.remove(doc_id)
+                else:
+                    block.put(doc_id, doc.record_id, doc.chain_id, vector, doc.status == "active")
+
+    def _vector_bytes(self, doc: SearchDocument) -> bytes | None:
+        if doc.embedding is None:
+            return None
+        return _unit_vector(doc.embedding, self._dimensions, self._model_id).tobytes()
+
+    def _upsert(self, doc: SearchDocument, vector: bytes | None) -> tuple[int, int] | None:
+        scope = self._scope(doc.tenant, doc.memory_id, create=True)
+        assert scope is not None
+        fts = _fts(scope)
+        row = self._db.execute(
+            "SELECT id, text, invalidated_at FROM docs WHERE scope = ? AND record_id = ?", (scope, doc.record_id)
+        ).fetchone()
+        if row is not None and row[2] is not None and doc.invalidated_at is None:
+            return None  # a closed version never reopens: this is a late image of it
+        values = (
+            doc.chain_id,
+            doc.type,
+            doc.status,
+            json.dumps(dict(doc.attributes), separators=(",", ":")),
+            _instant(doc.valid_from),
+            _instant(doc.valid_to),
+            _instant(doc.written_at),
+            _instant(doc.invalidated_at),
+            doc.text,
+            vector,
+        )
+        if row is None:
+            doc_id = int(
+                self._db.execute(
+                    "INSERT INTO docs (chain_id, type, status, attributes, valid_from, valid_to, written_at, "
+                    "invalidated_at, text, embedding, scope, record_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (*values, scope, doc.record_id),
+                ).lastrowid
+                or 0
+            )
+        else:
+            doc_id = int(row[0])
+            self._db.execute(
+                "UPDATE docs SET chain_id=?, type=?, status=?, attributes=?, valid_from=?, valid_to=?, "
+                "written_at=?, invalidated_at=?, text=?, embedding=? WHERE id = ?",
+                (*values, doc_id),
+            )
+            self._db.execute("DELETE FROM attrs WHERE doc = ?", (doc_id,))
+            if row[1] != doc.text:
+                self._db.execute(f"INSERT INTO {fts}({fts}, rowid, text) VALUES ('delete', ?, ?)", (doc_id, row[1]))
+        if row is None or row[1] != doc.text:
+            self._db.execute(f"INSERT INTO {fts}(rowid, text) VALUES (?, ?)", (doc_id, doc.text))
+        self._db.executemany(
+            "INSERT INTO attrs (doc, scope, path, kind, v) VALUES (?, ?, ?, ?, ?)",
+            [
+                (doc_id, scope, path_key(parts), kind, _sql_value(kind, value))
+                for parts, kind, value in attribute_leaves(doc.attributes)
+            ],
+        )
+        return scope, doc_id
+
+    def delete(self, tenant: str, memory_id: str, record_ids: Sequence[str]) -> None:
+        with self._lock:
+            scope = self._scope(tenant, memory_id)
+            if scope is None:
+                return
+            fts = _fts(scope)
+            removed: list[int] = []
+            with self._transaction():
+                for record_id in record_ids:
+                    row = self._db.execute(
+                        "SELECT id, text FROM docs WHERE scope = ? AND record_id = ?", (scope, record_id)
+                    ).fetchone()
+                    if row is None:
+                        continue
+                    self._db.execute(f"INSERT INTO {fts}({fts}, rowid, text) VALUES ('delete', ?, ?)", row)
+                    self._db.execute("DELETE FROM attrs WHERE doc = ?", (row[0],))
+                    self._db.execute("DELETE FROM docs WHERE id = ?", (row[0],))
+                    removed.append(int(row[0]))
+                if removed and self._scrub:
+                    # Merge the memory's FTS segments: a delete only adds a tombstone until then.
+                    self._db.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
+            block = self._blocks.get(scope)
+            for doc_id in removed:
+                if block is not None:
+                    block.remove(doc_id)
+            if removed:
+                self._checkpoint()
+
+    def delete_memory(self, tenant: str, memory_id: str) -> None:
+        with self._lock:
+            scope = self._scope(tenant, memory_id)
+            if scope is None:
+                return
+            with self._transaction():
+                self._db.execute(f"DROP TABLE {_fts(scope)}")
+                self._db.execute("DELETE FROM attrs WHERE scope = ?", (scope,))
+                self._db.execute("DELETE FROM docs WHERE scope = ?", (scope,))
+                self._db.execute("DELETE FROM scopes WHERE id = ?", (scope,))
+            self._blocks.pop(scope, None)
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        if self._on_disk and self._scrub:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, tenant: str, memory_id: str, record_id: str) -> SearchDocument | None:
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT s.tenant, s.memory_id, {_DOC_COLUMNS} FROM docs d JOIN scopes s ON s.id = d.scope "
+                "WHERE s.tenant = ? AND s.memory_id = ? AND d.record_id = ?",
+                (tenant, memory_id, record_id),
+            ).fetchone()
+        if row is None or row[0] != tenant or row[1] != memory_id:
+            return None
+        embedding = None if row[12] is None else np.frombuffer(row[12], dtype=np.float32).tolist()
+        return SearchDocument(
+            tenant=row[0],
+            memory_id=row[1],
+            record_id=row[2],
+            chain_id=row[3],
+            type=row[4],
+            status=row[5],
+            attributes=json.loads(row[6]),
+            valid_from=row[7],
+            valid_to=row[8],
+            written_at=row[9],
+            invalidated_at=row[10],
+            text=row[11],
+            embedding=embedding,
+        )
+
+    def search(self, request: SearchRequest) -> list[Hit]:
+        fusion = request.fusion or self._fusion
+        query = None
+        if request.vector is not None:
+            query = _unit_vector(request.vector, self._dimensions, self._model_id)
+        with self._lock:
+            scope = self._scope(request.tenant, request.memory_id)
+            if scope is None:
+                return []
+            scan, probe = _where(request, scope), _where(request, scope, correlated=True)
+            depth = candidate_depth(request, fusion)
+            legs: dict[str, list[Ranked]] = {}
+            if query is not None and fusion.query_weight > 0:
+                narrowed = request.include != "active" or request.as_of is not None or request.has_filters
+                legs["query"] = self._vector_leg(scope, query, (scan, probe) if narrowed else None, depth, fusion)
+            if request.text is not None and fusion.text_weight > 0:
+                legs["text"] = self._text_leg(scope, query_terms(request.text), *probe, depth)
+            if request.vector is None and request.text is None:
+                legs["recency"] = self._recency_leg(*scan, request.limit)
+        return fuse(request, fusion, legs)
+
+    def _vector_leg(
+        self, scope: int, query: np.ndarray, narrowed: tuple[_Where, _Where] | None, depth: int, fusion: Fusion
+    ) -> list[Ranked]:
+        block = self._block(scope)
+        if block.n == 0:
+            return []
+        # einsum runs on one thread: OpenBLAS's threaded gemv loses to it on a busy two-core machine.
+        scores = np.einsum("ij,j->i", block.vectors[: block.n], query)
+        if narrowed is None:
+            rows = np.flatnonzero(block.active[: block.n])
+        else:
+            rows = self._admitted_rows(block, scores, narrowed, depth, fusion.min_similarity)
+        if fusion.min_similarity is not None:
+            rows = rows[scores[rows] > fusion.min_similarity]
+        if rows.size > depth:
+            rows = rows[np.argpartition(-scores[rows], depth - 1)[:depth]]
+        ranked = sorted(
+            (Ranked(block.record_ids[r], block.chain_ids[r], float(scores[r])) for r in rows.tolist()),
+            key=lambda item: (-item.score, item.record_id),
+        )
+        return ranked
+
+    def _admitted_rows(
+        self,
+        block: _VectorBlock,
+        scores: np.ndarray,
+        narrowed: tuple[_Where, _Where],
+        depth: int,
+        min_similarity: float | None,
+    ) -> np.ndarray:
+        """The rows the filter admits, or enough of the best of them to hold the filter's top `depth`.
+
+        Checking the filter on the best `m` rows by similarity is exact once `depth` of them pass: any
+        admitted row outside those `m` scores lower than all of them. Otherwise `m` grows, and past a
+        quarter of the memory the filter runs over the whole memory."""
+        (scan, scan_params), (probe, probe_params) = narrowed
+        m = depth * 4
+        while m < block.n // 4:
+            best = np.argpartition(-scores, m - 1)[:m]
+            ids = block.doc_ids[best]
+            admitted = self._db.execute(
+                f"SELECT d.id FROM docs d WHERE d.id IN (SELECT value FROM json_each(?)) AND {probe}",
+                [json.dumps(ids.tolist()), *probe_params],
+            ).fetchall()
+            kept = best[np.isin(ids, np.fromiter((r[0] for r in admitted), dtype=np.int64, count=len(admitted)))]
+            exhausted = min_similarity is not None and scores[best].min() <= min_similarity
+            if kept.size >= depth or exhausted:
+                return kept
+            m *= 4
+        admitted = self._db.execute(f"SELECT d.id FROM docs d WHERE {scan}", scan_params).fetchall()
+        return block.rows_of(np.fromiter((r[0] for r in admitted), dtype=np.int64, count=len(admitted)))
+
+    def _text_leg(self, scope: int, terms: list[str], where: str, params: list[Any], depth: int) -> list[Ranked]:
+        if not terms:
+            return []
+        fts = _fts(scope)
+        found = {
+            t: self._db.execute(f"SELECT count(*) FROM {fts} WHERE {fts} MATCH ?", (_phrase(t),)).fetchone()[0]
+            for t in terms
+        }
+        present = [t for t in terms if found[t]]
+        if not present:
+            return []
+        rare = [t for t in present if self._common_docs is None or found[t] <= self._common_docs]
+        select = (
+            f"SELECT d.record_id, d.chain_id, -bm25({fts}) AS s FROM {fts} JOIN docs d ON d.id = {fts}.rowid "
+            f"WHERE {fts} MATCH ? AND {where}"
+        )
+        args: list[Any] = [_any_of(present), *params]
+        if rare and len(rare) < len(present):
+            # Common words score only the documents that match a rarer word of the query: scoring
+            # every document that holds a common word is what makes BM25 slow on a large memory.
+            select += f" AND +{fts}.rowid IN (SELECT rowid FROM {fts} WHERE {fts} MATCH ?)"
+            args.append(_any_of(rare))
+        rows = self._db.execute(select + " ORDER BY s DESC, d.record_id LIMIT ?", [*args, depth]).fetchall()
+        return [Ranked(r[0], r[1], float(r[2])) for r in rows]
+
+    def _recency_leg(self, where: str, params: list[Any], limit: int) -> list[Ranked]:
+        rows = self._db.execute(
+            f"SELECT d.record_id, d.chain_id FROM docs d WHERE {where} "
+            "ORDER BY d.written_at DESC, d.record_id DESC LIMIT ?",
+            [*params, limit],
+        ).fetchall()
+        return [Ranked(r[0], r[1], 0.0) for r in rows]
+
+    def _block(self, scope: int) -> _VectorBlock:
+        block = self._blocks.get(scope)
+        if block is None:
+            rows = self._db.execute(
+                "SELECT id, record_id, chain_id, status, embedding FROM docs "
+                "WHERE scope = ? AND embedding IS NOT NULL ORDER BY id",
+                (scope,),
+            ).fetchall()
+            block = _VectorBlock.load(self._dimensions, rows)
+            self._blocks[scope] = block
+        return block
+
+
+# -- the vector cache of one memory ------------------------------------------------------------
+
+
+class _VectorBlock:
+    """The vectors of one memory as a growable float32 matrix, with the document id, record id and
+    active flag of each row. Removal swaps the last row into the hole, so writes are O(1)."""
+
+    def __init__(self, dimensions: int, capacity: int = 64) -> None:
+        self.n = 0
+        self.vectors = np.zeros((capacity, dimensions), dtype=np.float32)
+        self.doc_ids = np.zeros(capacity, dtype=np.int64)
+        self.active = np.zeros(capacity, dtype=bool)
+        self.record_ids: list[str] = []
+        self.chain_ids: list[str] = []
+        self.row_of: dict[int, int] = {}
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+
+    @classmethod
+    def load(cls, dimensions: int, rows: list[tuple[Any, ...]]) -> _VectorBlock:
+        block = cls(dimensions, capacity=max(64, len(rows)))
+        n = len(rows)
+        if n:
+            block.vectors[:n] = np.frombuffer(b"".join(r[4] for r in rows), dtype=np.float32).reshape(n, dimensions)
+            block.doc_ids[:n] = [r[0] for r in rows]
+            block.active[:n] = [r[3] == "active" for r in rows]
+            block.record_ids = [r[1] for r in rows]
+            block.chain_ids = [r[2] for r in rows]
+            block.row_of = {int(r[0]): i for i, r in enumerate(rows)}
+            block.n = n
+        return block
+
+    def put(self, doc_id: int, record_id: str, chain_id: str, vector: bytes, active: bool) -> None:
+        row = self.row_of.get(doc_id)
+        if row is None:
+            if self.n == len(self.doc_ids):
+                self._grow()
+            row = self.n
+            self.n += 1
+            self.row_of[doc_id] = row
+            self.record_ids.append(record_id)
+            self.chain_ids.append(chain_id)
+            self.doc_ids[row] = doc_id
+            self._sorted = None
+        else:
+            self.record_ids[row] = record_id
+            self.chain_ids[row] = chain_id
+        self.vectors[row] = np.frombuffer(vector, dtype=np.float32)
+        self.active[row] = active
+
+    def remove(self, doc_id: int) -> None:
+        row = self.row_of.pop(doc_id, None)
+        if row is None:
+            return
+        last = self.n - 1
+        if row != last:
+            moved = int(self.doc_ids[last])
+            self.vectors[row] = self.vectors[last]
+            self.doc_ids[row] = moved
+            self.active[row] = self.active[last]
+            self.record_ids[row] = self.record_ids[last]
+            self.chain_ids[row] = self.chain_ids[last]
+            self.row_of[moved] = row
+        self.vectors[last] = 0.0
+        self.record_ids.pop()
+        self.chain_ids.pop()
+        self.n = last
+        self._sorted = None
+
+    def rows_of(self, doc_ids: np.ndarray) -> np.ndarray:
+        """The rows of these documents, skipping documents without a vector."""
+        if self._sorted is None:
+            order = np.argsort(self.doc_ids[: self.n], kind="stable")
+            self._sorted = (self.doc_ids[: self.n][order], order)
+        ids, order = self._sorted
+        if ids.size == 0 or doc_ids.size == 0:
+            return np.empty(0, dtype=np.int64)
+        at = np.searchsorted(ids, doc_ids)
+        at[at >= ids.size] = 0
+        found = ids[at] == doc_ids
+        return order[at[found]]
+
+    def _grow(self) -> None:
+        capacity = len(self.doc_ids) * 2
+        vectors = np.zeros((capacity, self.vectors.shape[1]), dtype=np.float32)
+        vectors[: self.n] = self.vectors[: self.n]
+        doc_ids = np.zeros(capacity, dtype=np.int64)
+        doc_ids[: self.n] = self.doc_ids[: self.n]
+        active = np.zeros(capacity, dtype=bool)
+        active[: self.n] = self.active[: self.n]
+        self.vectors, self.doc_ids, self.active = vectors, doc_ids, active
+
+
+# -- SQL helpers -------------------------------------------------------------------------------
+
+
+def _fts(scope: int) -> str:
+    return f"fts_{int(scope)}"
+
+
+def _phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _any_of(terms: list[str]) -> str:
+    return " OR ".join(_phrase(t) for t in terms)
+
+
+def _instant(value: str | None) -> str | None:
+    return None if value is None else parse_instant(value)
+
+
+def _unit_vector(values: Any, dimensions: int, model_id: str) -> np.ndarray:
+    vector = np.asarray(values, dtype=np.float32).reshape(-1)
+    if vector.size != dimensions:
+        raise EmbeddingModelMismatch(f"{model_id} ({dimensions} dimensions)", f"a vector of {vector.size}")
+    if not np.all(np.isfinite(vector)):
+        raise ValueError("a vector holds a non-finite value")
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm > 0 else vector
+
+
+def _sql_value(kind: str, value: Any) -> Any:
+    if kind == BOOLEAN:
+        return int(bool(value))
+    if kind == NUMBER:
+        return value if isinstance(value, float) or _INT64[0] <= value <= _INT64[1] else float(value)
+    if kind == NULL:
+        return None
+    return value
+
+
+@dataclass
+class _Sql:
+    """A predicate compiled to a WHERE fragment over `docs d`, with its positional parameters."""
+
+    scope: int
+    as_of: str | None
+    params: list[Any]
+    correlated: bool = False
+
+    def compile(self, pred: Predicate) -> str:
+        if isinstance(pred, Const):
+            return "1" if pred.value else "0"
+        if isinstance(pred, Not):
+            return f"NOT ({self.compile(pred.part)})"
+        if isinstance(pred, (All, Any_)):
+            joiner = " AND " if isinstance(pred, All) else " OR "
+            return "(" + joiner.join(self.compile(p) for p in pred.parts) + ")"
+        if pred.field.kind == "attr":
+            return self._attribute(pred)
+        column = self._column(pred.field)
+        if isinstance(pred, Present):
+            return f"({column} IS NOT NULL)"
+        if isinstance(pred, Equals):
+            self.params.append(pred.value)
+            return f"COALESCE({column} = ?, 0)"
+        self.params.append(pred.value)
+        return f"COALESCE({column} {_SQL_OPS[pred.op]} ?, 0)"
+
+    def _column(self, ref: FieldRef) -> str:
+        if ref.kind == "type":
+            return "d.type"
+        if ref.name not in TIME_FIELDS:
+            raise ValueError(f"unknown time field {ref.name}")
+        if ref.name == "invalidated_at" and self.as_of is not None:
+            # As of T, a close that came after T has not happened yet.
+            self.params.append(self.as_of)
+            return "(CASE WHEN d.invalidated_at <= ? THEN d.invalidated_at END)"
+        return f"d.{ref.name}"
+
+    def _attribute(self, pred: Present | Equals | Compare) -> str:
+        if self.correlated:  # probe each candidate document: cheap when the candidates are few
+            self.params.append(pred.field.path_key)
+            sql = "EXISTS (SELECT 1 FROM attrs WHERE attrs.doc = d.id AND path = ?"
+        else:  # list the admitted documents once: cheap when the whole memory is scanned
+            self.params.extend((self.scope, pred.field.path_key))
+            sql = "d.id IN (SELECT doc FROM attrs WHERE scope = ? AND path = ?"
+        if isinstance(pred, Present):
+            return sql + ")"
+        self.params.append(pred.kind)
+        if pred.kind == NULL:
+            return sql + " AND kind = ?)"
+        self.params.append(_sql_value(pred.kind, pred.value))
+        op = "=" if isinstance(pred, Equals) else _SQL_OPS[pred.op]
+        return sql + f" AND kind = ? AND v {op} ?)"
+
+
+def _where(request: SearchRequest, scope: int, correlated: bool = False) -> tuple[str, list[Any]]:
+    """The whole filter of one request: its memory, its visibility, its types and its fields.
+
+    `correlated` checks attribute conditions per candidate row (for a few candidates: the text
+    signal's matches, the vector signal's best rows); otherwise they are listed once (for scans)."""
+    params: list[Any] = [scope]
+    clauses = ["d.scope = ?"]
+    if request.as_of is None:
+        if request.include == "active":
+            clauses.append("d.status = 'active'")
+    else:
+        clauses.append("d.written_at <= ?")
+        params.append(request.as_of)
+        if request.include == "active":
+            clauses.append("(d.invalidated_at IS NULL OR d.invalidated_at > ?)")
+            params.append(request.as_of)
+    if request.types:
+        clauses.append("d.type IN (" + ",".join("?" * len(request.types)) + ")")
+        params.extend(request.types)
+    predicate = lower(request.filters)
+    if predicate != Const(True):
+        compiler = _Sql(scope, request.as_of, params, correlated)
+        clauses.append(compiler.compile(predicate))
+    return " AND ".join(clauses), params

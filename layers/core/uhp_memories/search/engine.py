@@ -1,0 +1,143 @@
+"""RecallEngine: a SearchIndex and an Embedder working together, in the terms RecordService speaks.
+
+The record service calls it after each DynamoDB commit with the versions it wrote (a new version,
+and the version a revise or forget closed), on erase with the ids it removed, and on recall with
+the caller's query. The engine turns versions into documents, embeds what has text (reusing the
+vector a closed version already has), and embeds the recall query.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from uhp_memories.domain.errors import MemoryInvalid
+from uhp_memories.domain.filters import Filter
+from uhp_memories.domain.models import RecordVersion
+from uhp_memories.domain.timefmt import parse_instant
+from uhp_memories.search.errors import EmbeddingModelMismatch
+from uhp_memories.search.ports import Embedder, Fusion, Hit, SearchDocument, SearchIndex, SearchRequest
+
+logger = logging.getLogger(__name__)
+TextOf = Callable[[RecordVersion], str]
+
+
+def text_of(record: RecordVersion) -> str:
+    """The text a version is searched by: its content, or a file's name for file content."""
+    content = record.content
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict) and isinstance(content.get("file"), dict):
+        return str(content["file"].get("name") or "")
+    return ""
+
+
+def document_for(record: RecordVersion, text: str, embedding: Sequence[float] | None) -> SearchDocument:
+    return SearchDocument(
+        tenant=record.tenant,
+        memory_id=record.memory_id,
+        record_id=record.id,
+        chain_id=record.chain_id,
+        type=record.type,
+        status=record.status,
+        attributes=record.attributes,
+        valid_from=_canonical(record.valid_from),
+        valid_to=_canonical(record.valid_to),
+        written_at=_canonical(record.written_at) or record.written_at,
+        invalidated_at=_canonical(record.invalidated_at),
+        text=text,
+        embedding=embedding,
+    )
+
+
+def _canonical(value: str | None) -> str | None:
+    """Times sort as strings only in one form. The record service should store that form already;
+    a time that cannot be read is left out of the index rather than failing a committed write."""
+    if value is None:
+        return None
+    try:
+        return parse_instant(value)
+    except MemoryInvalid:
+        logger.warning("unreadable record time left out of the search index")
+        return None
+
+
+class RecallEngine:
+    """Keeps a SearchIndex in step with record versions and searches it. Thread-safe when its index
+    and embedder are."""
+
+    def __init__(self, index: SearchIndex, embedder: Embedder, *, text: TextOf = text_of) -> None:
+        if (embedder.model_id, embedder.dimensions) != (index.model_id, index.dimensions):
+            raise EmbeddingModelMismatch(
+                f"{index.model_id} ({index.dimensions} dimensions)",
+                f"{embedder.model_id} ({embedder.dimensions} dimensions)",
+            )
+        self.index = index
+        self.embedder = embedder
+        self._text = text
+
+    def index_versions(self, versions: Sequence[RecordVersion], *, reuse_all: bool = False) -> None:
+        """Index these versions (upsert). Call it after the DynamoDB commit with every version the
+        write touched: remember -> [new]; revise -> [closed previous, new]; forget -> [closed].
+
+        A closed version keeps the vector it was indexed with (looked up, not re-embedded); with
+        `reuse_all` every version is looked up first, which suits a replayed stream of old images."""
+        texts = [self._text(v) for v in versions]
+        embeddings: list[Sequence[float] | None] = [None] * len(versions)
+        missing: list[int] = []
+        for i, (version, text) in enumerate(zip(versions, texts, strict=True)):
+            if not text.strip():
+                continue
+            if reuse_all or version.invalidated_at is not None:
+                known = self.index.get(version.tenant, version.memory_id, version.id)
+                if known is not None and known.text == text and known.embedding is not None:
+                    embeddings[i] = known.embedding
+                    continue
+            missing.append(i)
+        if missing:
+            vectors = self.embedder.embed([texts[i] for i in missing])
+            for i, vector in zip(missing, vectors, strict=True):
+                embeddings[i] = vector
+        self.index.index([document_for(v, t, e) for v, t, e in zip(versions, texts, embeddings, strict=True)])
+
+    def erase(self, tenant: str, memory_id: str, record_ids: Sequence[str]) -> None:
+        """Remove the documents of these versions for good (erase: every version of the chain, and
+        every derived record, are the caller's to list)."""
+        self.index.delete(tenant, memory_id, record_ids)
+
+    def drop_memory(self, tenant: str, memory_id: str) -> None:
+        self.index.delete_memory(tenant, memory_id)
+
+    def search(
+        self,
+        tenant: str,
+        memory_id: str,
+        *,
+        query: str | None = None,
+        text: str | None = None,
+        filters: Filter | None = None,
+        types: Sequence[str] = (),
+        include: str = "active",
+        as_of: str | None = None,
+        limit: int = 10,
+        fusion: Fusion | None = None,
+    ) -> list[Hit]:
+        """Recall inside one memory: `query` is embedded here; `filters` is the parsed filter tree
+        (domain.filters.parse_filter); `as_of` an instant (a snapshot's name resolved already)."""
+        vector: Any = None
+        if query is not None and query.strip():
+            vector = self.embedder.embed([query])[0]
+        request = SearchRequest(
+            tenant=tenant,
+            memory_id=memory_id,
+            vector=vector,
+            text=text,
+            filters=filters,
+            types=tuple(types),
+            include=include,
+            as_of=as_of,
+            limit=limit,
+            fusion=fusion,
+        )
+        return self.index.search(request)

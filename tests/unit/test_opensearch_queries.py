@@ -1,0 +1,578 @@
+"""The OpenSearch adapter without a cluster: the bodies it builds, pinned, and the isolation filter
+that no request can remove or widen."""
+
+from __future__ import annotations
+
+import gzip
+import http.server
+import json
+import subprocess
+import sys
+import threading
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from uhp_memories.domain.errors import MemoryInvalid
+from uhp_memories.domain.filters import parse_filter
+from uhp_memories.search import EmbeddingModelMismatch, Fusion, SearchDocument, SearchRequest, SearchUnavailable
+from uhp_memories.search.opensearch import (
+    OpenSearchIndex,
+    bm25_body,
+    bulk_delete_actions,
+    bulk_index_actions,
+    delete_memory_body,
+    doc_id,
+    document_source,
+    filter_clauses,
+    index_body,
+    knn_body,
+    recency_body,
+)
+from uhp_memories.search.predicates import sortable_number
+
+TENANT, MEMORY = "acme", "hmem_" + "a" * 32
+ISOLATION = [{"term": {"tenant": TENANT}}, {"term": {"memory_id": MEMORY}}]
+ACTIVE = {"term": {"status": "active"}}
+
+
+def request(**fields: Any) -> SearchRequest:
+    fields.setdefault("tenant", TENANT)
+    fields.setdefault("memory_id", MEMORY)
+    if "filters" in fields:
+        fields["filters"] = parse_filter(fields["filters"])
+    return SearchRequest(**fields)
+
+
+def document(**fields: Any) -> SearchDocument:
+    base: dict[str, Any] = {
+        "tenant": TENANT,
+        "memory_id": MEMORY,
+        "record_id": "hrec_1",
+        "chain_id": "hrec_1",
+        "type": "fact",
+        "status": "active",
+        "attributes": {},
+        "valid_from": None,
+        "valid_to": None,
+        "written_at": "2026-10-01T17:02:11.000Z",
+        "invalidated_at": None,
+        "text": "Acme renews",
+        "embedding": None,
+    }
+    base.update(fields)
+    return SearchDocument(**base)
+
+
+# -- the index and its documents ---------------------------------------------------------------
+
+
+def test_the_index_body_maps_every_field_and_records_the_model() -> None:
+    body = index_body("amazon.titan-embed-text-v2:0", 1024)
+    assert body["settings"] == {"index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 1}}
+    mappings = body["mappings"]
+    assert mappings["dynamic"] == "strict"
+    assert mappings["_meta"] == {"uhp": {"model_id": "amazon.titan-embed-text-v2:0", "dimensions": 1024, "schema": "1"}}
+    props = mappings["properties"]
+    assert {name for name, spec in props.items() if spec["type"] == "keyword"} == {
+        "tenant",
+        "memory_id",
+        "record_id",
+        "chain_id",
+        "type",
+        "status",
+        "attr_paths",
+        "attr_values",
+    }
+    assert {name for name, spec in props.items() if spec["type"] == "date"} == {
+        "valid_from",
+        "valid_to",
+        "written_at",
+        "invalidated_at",
+    }
+    assert props["text"] == {"type": "text", "analyzer": "english"}
+    assert props["attributes"] == {"type": "object", "enabled": False}
+    assert props["embedding"] == {
+        "type": "knn_vector",
+        "dimension": 1024,
+        "method": {
+            "name": "hnsw",
+            "engine": "lucene",
+            "space_type": "cosinesimil",
+            "parameters": {"m": 16, "ef_construction": 128},
+        },
+    }
+
+
+def test_a_document_flattens_its_attributes_into_typed_keyword_entries() -> None:
+    attributes = {
+        "account": "acme",
+        "n": 2,
+        "ok": True,
+        "none": None,
+        "tags": ["a"],
+        "o": {"x": 1.5},
+        "dot.ted": 1,
+        "": 2,
+    }
+    source = document_source(document(attributes=attributes, embedding=[0.5, 0.5], valid_from="2026-01-01T00:00:00Z"))
+    assert source["attributes"] == attributes
+    assert sorted(source["attr_paths"]) == sorted(
+        ['["account"]', '["n"]', '["ok"]', '["none"]', '["tags"]', '["o"]', '["o","x"]']
+    )
+    assert sorted(source["attr_values"]) == sorted(
+        [
+            '["account"]sacme',
+            '["n"]n' + sortable_number(2),
+            '["ok"]b1',
+            '["none"]z',
+            '["o","x"]n' + sortable_number(1.5),
+        ]
+    )
+    assert source["valid_from"] == "2026-01-01T00:00:00.000Z"
+    assert source["embedding"] == [0.5, 0.5]
+    assert "embedding" not in document_source(document())
+
+
+def test_bulk_actions_use_composite_ids_and_external_versions_so_a_close_is_never_undone() -> None:
+    actions = bulk_index_actions(
+        "recall", [document(), document(record_id="hrec_2", invalidated_at="2026-10-02T00:00:00Z")]
+    )
+    assert actions[0] == {
+        "index": {"_index": "recall", "_id": f"{TENANT}/{MEMORY}/hrec_1", "version": 1, "version_type": "external_gte"}
+    }
+    assert actions[2]["index"]["version"] == 2
+    assert bulk_delete_actions("recall", TENANT, MEMORY, ["hrec_1"]) == [
+        {"delete": {"_index": "recall", "_id": doc_id(TENANT, MEMORY, "hrec_1")}}
+    ]
+    assert delete_memory_body(TENANT, MEMORY) == {"query": {"bool": {"filter": ISOLATION}}}
+
+
+# -- query bodies, pinned ----------------------------------------------------------------------
+
+
+def test_the_knn_body_filters_inside_the_knn_clause_and_around_it() -> None:
+    body = knn_body(request(types=("fact",)), [0.6, 0.8], depth=50)
+    expected_filter = [*ISOLATION, ACTIVE, {"terms": {"type": ["fact"]}}]
+    assert body == {
+        "size": 50,
+        "_source": ["record_id", "chain_id"],
+        "query": {
+            "bool": {
+                "filter": expected_filter,
+                "must": [
+                    {
+                        "knn": {
+                            "embedding": {
+                                "vector": [0.6, 0.8],
+                                "k": 50,
+                                "filter": {"bool": {"filter": expected_filter}},
+                            }
+                        }
+                    }
+                ],
+            }
+        },
+    }
+
+
+def test_the_bm25_body_matches_the_words_inside_the_same_filter() -> None:
+    body = bm25_body(request(), ["acme", "renewal"], depth=100)
+    assert body == {
+        "size": 100,
+        "_source": ["record_id", "chain_id"],
+        "query": {
+            "bool": {
+                "filter": [*ISOLATION, ACTIVE],
+                "must": [{"match": {"text": {"query": "acme renewal", "operator": "or"}}}],
+            }
+        },
+        "sort": [{"_score": "desc"}, {"record_id": "asc"}],
+    }
+
+
+def test_the_recency_body_sorts_newest_first() -> None:
+    assert recency_body(request(include="all"), 8) == {
+        "size": 8,
+        "_source": ["record_id", "chain_id"],
+        "query": {"bool": {"filter": ISOLATION}},
+        "sort": [{"written_at": "desc"}, {"record_id": "desc"}],
+    }
+
+
+def test_as_of_active_keeps_the_versions_open_at_that_instant() -> None:
+    clauses = filter_clauses(request(as_of="2026-10-01T00:00:00Z"))
+    instant = "2026-10-01T00:00:00.000Z"
+    assert clauses == [
+        *ISOLATION,
+        {"range": {"written_at": {"lte": instant}}},
+        {
+            "bool": {
+                "should": [
+                    {"bool": {"must_not": [{"exists": {"field": "invalidated_at"}}]}},
+                    {"range": {"invalidated_at": {"gt": instant}}},
+                ],
+                "minimum_should_match": 1,
+            }
+        },
+    ]
+    assert filter_clauses(request(as_of=instant, include="all")) == [
+        *ISOLATION,
+        {"range": {"written_at": {"lte": instant}}},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "clause"),
+    [
+        ({"field": "attributes.account", "op": "eq", "value": "acme"}, {"term": {"attr_values": '["account"]sacme'}}),
+        (
+            {"field": "attributes.n", "op": "gt", "value": 2},
+            {"range": {"attr_values": {"gt": '["n"]n' + sortable_number(2), "lt": '["n"]o'}}},
+        ),
+        (
+            {"field": "attributes.a.b", "op": "lte", "value": "m"},
+            {"range": {"attr_values": {"gte": '["a","b"]s', "lte": '["a","b"]sm'}}},
+        ),
+        ({"field": "attributes.x", "op": "exists", "value": True}, {"term": {"attr_paths": '["x"]'}}),
+        (
+            {"field": "attributes.x", "op": "ne", "value": None},
+            {"bool": {"must_not": [{"term": {"attr_values": '["x"]z'}}]}},
+        ),
+        ({"field": "attributes.x", "op": "gt", "value": True}, {"match_none": {}}),
+        ({"field": "type", "op": "in", "value": ["fact", 3]}, {"term": {"type": "fact"}}),
+        ({"field": "type", "op": "exists", "value": False}, {"match_none": {}}),
+        (
+            {"field": "time.valid_to", "op": "eq", "value": None},
+            {"bool": {"must_not": [{"exists": {"field": "valid_to"}}]}},
+        ),
+        (
+            {"field": "time.valid_from", "op": "gte", "value": "2026-01-01T00:00:00Z"},
+            {"range": {"valid_from": {"gte": "2026-01-01T00:00:00.000Z"}}},
+        ),
+        (
+            {
+                "or": [
+                    {"field": "type", "value": "fact"},
+                    {"not": {"field": "attributes.k", "op": "exists", "value": True}},
+                ]
+            },
+            {
+                "bool": {
+                    "should": [{"term": {"type": "fact"}}, {"bool": {"must_not": [{"term": {"attr_paths": '["k"]'}}]}}],
+                    "minimum_should_match": 1,
+                }
+            },
+        ),
+    ],
+)
+def test_field_filters_translate_to_typed_clauses(raw: dict[str, Any], clause: dict[str, Any]) -> None:
+    assert filter_clauses(request(filters=raw, include="all")) == [*ISOLATION, clause]
+
+
+def test_a_filter_that_matches_everything_adds_no_clause() -> None:
+    everything = {"field": "type", "op": "exists", "value": True}
+    assert filter_clauses(request(filters=everything)) == [*ISOLATION, ACTIVE]
+
+
+# -- isolation cannot be removed ---------------------------------------------------------------
+
+FIELD_NAMES = st.sampled_from(
+    ["type", "attributes.tenant", "attributes.memory_id", "attributes.x.y", "time.written_at", "time.invalidated_at"]
+)
+VALUES = st.one_of(st.text(max_size=8), st.integers(), st.booleans(), st.none(), st.just("globex"), st.just("*"))
+
+
+def raw_filters() -> st.SearchStrategy[Any]:
+    def leaf(field: str, op: str, value: Any, flag: bool) -> dict[str, Any]:
+        if field.startswith("time."):
+            value = "2026-10-01T00:00:00Z"
+        if op == "exists":
+            return {"field": field, "op": op, "value": flag}
+        if op in ("in", "nin"):
+            return {"field": field, "op": op, "value": [value]}
+        return {"field": field, "op": op, "value": value}
+
+    leaves = st.builds(
+        leaf, FIELD_NAMES, st.sampled_from(["eq", "ne", "lt", "gte", "in", "nin", "exists"]), VALUES, st.booleans()
+    )
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            st.builds(lambda p: {"or": p}, st.lists(inner, min_size=1, max_size=3)),
+            st.builds(lambda p: {"and": p}, st.lists(inner, min_size=1, max_size=3)),
+            st.builds(lambda p: {"not": p}, inner),
+        ),
+        max_leaves=8,
+    )
+
+
+def fields_used(node: Any) -> list[str]:
+    """Every field a clause anywhere in this body reads."""
+    found: list[str] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("term", "terms", "range") and isinstance(value, dict):
+                found.extend(value)
+            elif key == "exists":
+                found.append(value["field"])
+            found.extend(fields_used(value))
+    elif isinstance(node, list):
+        for item in node:
+            found.extend(fields_used(item))
+    return found
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    raw=raw_filters(),
+    types=st.lists(st.sampled_from(["fact", "note", "*"]), max_size=2),
+    include=st.sampled_from(["active", "all"]),
+    as_of=st.sampled_from([None, "2026-10-01T00:00:00Z"]),
+)
+def test_no_request_can_remove_or_widen_the_isolation_filter(
+    raw: Any, types: list[str], include: str, as_of: str | None
+) -> None:
+    req = request(filters=raw, types=tuple(types), include=include, as_of=as_of)
+    for body in (knn_body(req, [1.0, 0.0], 10), bm25_body(req, ["acme"], 10), recency_body(req, 10)):
+        outer = body["query"]["bool"]
+        assert outer["filter"][:2] == ISOLATION
+        assert set(outer) <= {"filter", "must"}  # no should/must_not at the top that could widen it
+        for clause in outer.get("must", []):
+            if "knn" in clause:
+                assert clause["knn"]["embedding"]["filter"]["bool"]["filter"][:2] == ISOLATION
+        # tenant and memory_id are read by the isolation clauses and nowhere else
+        used = fields_used(body)
+        assert used.count("tenant") == used.count("memory_id") == (2 if "knn" in str(body) else 1)
+
+
+def test_a_filter_cannot_name_the_tenant_or_the_memory_fields() -> None:
+    for field in ("tenant", "memory_id", "status", "attr_values", "_id"):
+        with pytest.raises(MemoryInvalid):
+            parse_filter({"field": field, "op": "eq", "value": "globex"})
+    clauses = filter_clauses(request(filters={"field": "attributes.tenant", "op": "eq", "value": "globex"}))
+    assert clauses == [*ISOLATION, ACTIVE, {"term": {"attr_values": '["tenant"]sglobex'}}]
+
+
+@given(st.lists(st.one_of(st.integers(-(2**53), 2**53), st.floats(allow_nan=False, allow_infinity=False)), min_size=2))
+def test_numbers_encode_in_their_order(numbers: list[float]) -> None:
+    by_value = sorted(numbers)
+    by_code = sorted(numbers, key=sortable_number)
+    assert [float(x) for x in by_value] == [float(x) for x in by_code]
+    assert sortable_number(0.0) == sortable_number(-0.0) == sortable_number(0)
+
+
+# -- the adapter over a recording client -------------------------------------------------------
+
+
+class RecordingClient:
+    """Answers from canned responses and records every call."""
+
+    def __init__(self, **answers: Any) -> None:
+        self.answers = answers
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.indices = self
+
+    def _answer(self, name: str, **kwargs: Any) -> Any:
+        self.calls.append((name, kwargs))
+        answer = self.answers.get(name)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer() if callable(answer) else answer
+
+    def exists(self, **kwargs: Any) -> Any:
+        return self._answer("exists", **kwargs)
+
+    def create(self, **kwargs: Any) -> Any:
+        return self._answer("create", **kwargs)
+
+    def get_mapping(self, **kwargs: Any) -> Any:
+        return self._answer("get_mapping", **kwargs)
+
+    def get(self, **kwargs: Any) -> Any:
+        return self._answer("get", **kwargs)
+
+    def msearch(self, **kwargs: Any) -> Any:
+        return self._answer("msearch", **kwargs)
+
+    def bulk(self, **kwargs: Any) -> Any:
+        return self._answer("bulk", **kwargs)
+
+
+def mapping(model_id: str = "m", dimensions: int = 2) -> dict[str, Any]:
+    return {"recall": {"mappings": index_body(model_id, dimensions)["mappings"]}}
+
+
+def test_the_index_is_created_once_and_its_model_checked() -> None:
+    client = RecordingClient(exists=False, create={"acknowledged": True}, get_mapping=mapping())
+    index = OpenSearchIndex(client, "recall", model_id="m", dimensions=2)
+    index.ensure_index()
+    index.ensure_index()
+    assert [name for name, _ in client.calls] == ["exists", "create", "get_mapping"]
+    assert client.calls[1][1]["body"] == index_body("m", 2)
+    other = OpenSearchIndex(
+        RecordingClient(exists=True, get_mapping=mapping("m", 3)), "recall", model_id="m", dimensions=2
+    )
+    with pytest.raises(EmbeddingModelMismatch):
+        other.ensure_index()
+
+
+def test_a_document_fetched_by_id_is_checked_against_tenant_and_memory() -> None:
+    foreign = {"found": True, "_source": {**document_source(document(tenant="globex")), "record_id": "hrec_1"}}
+    client = RecordingClient(exists=True, get_mapping=mapping(), get=foreign)
+    index = OpenSearchIndex(client, "recall", model_id="m", dimensions=2)
+    assert index.get(TENANT, MEMORY, "hrec_1") is None  # even if the store answered with another's document
+    client.answers["get"] = {"found": True, "_source": document_source(document(memory_id="hmem_" + "b" * 32))}
+    assert index.get(TENANT, MEMORY, "hrec_1") is None
+    client.answers["get"] = {"found": True, "_source": document_source(document())}
+    found = index.get(TENANT, MEMORY, "hrec_1")
+    assert found is not None and found.text == "Acme renews"  # noqa: PT018
+    assert client.calls[-1] == ("get", {"index": "recall", "id": doc_id(TENANT, MEMORY, "hrec_1"), "ignore": [404]})
+
+
+def test_one_msearch_carries_both_signals_and_fuses_them() -> None:
+    knn_hits = [
+        {"_score": 0.9, "_source": {"record_id": "r1", "chain_id": "r1"}},
+        {"_score": 0.7, "_source": {"record_id": "r2", "chain_id": "r2"}},
+        {"_score": 0.4, "_source": {"record_id": "r3", "chain_id": "r3"}},
+    ]  # cos < 0: dropped
+    bm25_hits = [{"_score": 3.0, "_source": {"record_id": "r2", "chain_id": "r2"}}]
+    client = RecordingClient(
+        exists=True,
+        get_mapping=mapping(),
+        msearch={"responses": [{"hits": {"hits": knn_hits}}, {"hits": {"hits": bm25_hits}}]},
+    )
+    index = OpenSearchIndex(client, "recall", model_id="m", dimensions=2, fusion=Fusion(candidates=20))
+    hits = index.search(request(vector=[1.0, 0.0], text="renewal", limit=5))
+    ((_, call),) = [c for c in client.calls if c[0] == "msearch"]
+    payload = call["body"]
+    assert payload[0] == payload[2] == {"index": "recall"}
+    assert payload[1] == knn_body(request(vector=[1.0, 0.0], text="renewal", limit=5), [1.0, 0.0], 20)
+    assert payload[3] == bm25_body(request(text="renewal", limit=5), ["renewal"], 20)
+    assert [h.record_id for h in hits] == ["r2", "r1"]
+    assert hits[0].why == ("query", "text")
+    assert hits[0].signals == {"query": pytest.approx(0.4), "text": 3.0}
+
+
+def test_failures_of_the_cluster_are_unavailable() -> None:
+    class ConnectionError(Exception):
+        pass
+
+    client = RecordingClient(exists=True, get_mapping=mapping(), msearch=ConnectionError("down"))
+    index = OpenSearchIndex(client, "recall", model_id="m", dimensions=2)
+    with pytest.raises(SearchUnavailable):
+        index.search(request(text="x"))
+    client.answers["msearch"] = {"responses": [{"error": {"type": "search_phase_execution_exception"}}]}
+    with pytest.raises(SearchUnavailable):
+        index.search(request(text="x"))
+    client.answers["bulk"] = {"errors": True, "items": [{"index": {"error": {"type": "mapper_parsing_exception"}}}]}
+    with pytest.raises(SearchUnavailable):
+        index.index([document()])
+    client.answers["bulk"] = {
+        "errors": True,
+        "items": [{"index": {"error": {"type": "version_conflict_engine_exception"}}}],
+    }
+    index.index([document()])  # a late image of a closed version: ignored
+
+
+def test_ports_opensearch_and_bedrock_import_without_numpy_or_onnxruntime() -> None:
+    script = (
+        "import sys\n"
+        "sys.modules['numpy'] = None\n"
+        "sys.modules['onnxruntime'] = None\n"
+        "sys.modules['tokenizers'] = None\n"
+        "import uhp_memories.search, uhp_memories.search.ports, uhp_memories.search.opensearch\n"
+        "import uhp_memories.search.bedrock, uhp_memories.search.hashing\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+
+
+# -- through opensearch-py, over HTTP on the loopback ------------------------------------------
+
+
+class CannedOpenSearch(http.server.BaseHTTPRequestHandler):
+    """Answers the calls the adapter makes with canned bodies, and records each request."""
+
+    seen: list[tuple[str, str, Any]] = []
+
+    def _reply(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if self.headers.get("Content-Encoding") == "gzip":
+            raw = gzip.decompress(raw)
+        text = raw.decode()
+        body = (
+            [json.loads(line) for line in text.splitlines() if line]
+            if "\n" in text.strip()
+            else (json.loads(text) if text else None)
+        )
+        self.seen.append((self.command, self.path, body))
+        path = self.path.split("?")[0]
+        status, answer = 200, {}
+        if self.command == "HEAD":
+            status = 404
+        elif self.command == "GET" and path == "/recall/_mapping":
+            answer = mapping("m", 2)
+        elif path == "/_bulk":
+            answer = {"errors": False, "items": []}
+        elif path == "/_msearch":
+            answer = {
+                "responses": [{"hits": {"hits": [{"_score": 1.0, "_source": {"record_id": "r1", "chain_id": "r1"}}]}}]
+            }
+        elif self.command == "GET" and path.startswith("/recall/_doc/"):
+            status, answer = 404, {"found": False}
+        elif path.endswith("/_delete_by_query"):
+            answer = {"deleted": 0}
+        else:
+            answer = {"acknowledged": True}
+        payload = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _reply
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_the_adapter_speaks_to_a_cluster_through_opensearch_py() -> None:
+    from uhp_memories.search.opensearch import connect
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), CannedOpenSearch)
+    CannedOpenSearch.seen = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = connect(f"http://127.0.0.1:{server.server_address[1]}", timeout=5)
+        index = OpenSearchIndex(client, "recall", model_id="m", dimensions=2)
+        index.index([document(embedding=[0.6, 0.8])])
+        hits = index.search(request(vector=[1.0, 0.0], limit=3))
+        assert index.get(TENANT, MEMORY, "hrec_1") is None
+        index.delete(TENANT, MEMORY, ["hrec_1"])
+        index.delete_memory(TENANT, MEMORY)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [h.record_id for h in hits] == ["r1"]
+    calls = [(method, path.split("?")[0]) for method, path, _ in CannedOpenSearch.seen]
+    assert calls == [
+        ("HEAD", "/recall"),
+        ("PUT", "/recall"),
+        ("GET", "/recall/_mapping"),
+        ("POST", "/_bulk"),
+        ("POST", "/_msearch"),
+        ("GET", f"/recall/_doc/{quote(doc_id(TENANT, MEMORY, 'hrec_1'), safe='')}"),
+        ("POST", "/_bulk"),
+        ("POST", "/recall/_delete_by_query"),
+    ]
+    created, bulk = CannedOpenSearch.seen[1][2], CannedOpenSearch.seen[3]
+    assert created == index_body("m", 2)
+    assert "refresh=wait_for" in bulk[1]
+    assert bulk[2] == bulk_index_actions("recall", [document(embedding=[0.6, 0.8])])
