@@ -1,7 +1,37 @@
-"""The recall function: recall is not implemented yet, so every route answers memory_unsupported."""
+"""Recall (§6): one memory by meaning, words and fields, with where to go next."""
 
-from uhp_memories.api.app import make_handler
-from uhp_memories.api.unsupported import unsupported_resolver
+import json
 
-app = unsupported_resolver("recall", "recall")
+from aws_lambda_powertools.event_handler import Response
+
+from uhp_memories import bootstrap
+from uhp_memories.api import presenters, schemas
+from uhp_memories.api.app import caller_of, make_handler, make_resolver
+from uhp_memories.api.errors import JSON
+from uhp_memories.domain.recall import RecallInput
+
+app = make_resolver()
+
+
+@app.post(
+    "/v1/memories/<memory_id>/recall",
+    summary="Recall: query, text and filters, fused; why, parent, children, degraded, abstain",
+    tags=["recall"],
+    responses={200: {"description": "§6.3", "content": {"application/json": {"model": schemas.RecallOut}}}},
+)
+def handle_recall(memory_id: str, body: schemas.RecallIn):  # the body is §6.3, with `parent` left out when absent
+    request = RecallInput(
+        query=body.query,
+        text=body.text,
+        filters=body.filters,
+        types=tuple(body.types),
+        as_of=body.as_of,
+        include=body.include,
+        limit=body.limit,
+        depth=body.depth,
+    )
+    answer = bootstrap.container().recall.recall(caller_of(app), memory_id, request)
+    return Response(status_code=200, content_type=JSON, body=json.dumps(presenters.recall(answer)))
+
+
 lambda_handler = make_handler(app)

@@ -6,8 +6,10 @@ install their own (over moto) with `install`, so no state hides in import-time s
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from uhp_memories.adapters.dynamodb.apikeys import DynamoKeyRepository
 from uhp_memories.adapters.dynamodb.files import DynamoFileRepository
@@ -25,9 +27,13 @@ from uhp_memories.domain.files import FileService
 from uhp_memories.domain.grants import GrantService
 from uhp_memories.domain.harnesses import HarnessService
 from uhp_memories.domain.memories import MemoryService
+from uhp_memories.domain.recall import AbstainPolicy, RecallService
 from uhp_memories.domain.records import RecordService
 from uhp_memories.domain.removal import RemovalService, Retention
+from uhp_memories.search.engine import RecallEngine
 from uhp_memories.settings import Settings
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -41,7 +47,49 @@ class Container:
     harnesses: HarnessService
     files: FileService
     removal: RemovalService
+    recall: RecallService
+    recall_engine: Callable[[], RecallEngine | None]
     keys: DynamoKeyRepository
+
+
+def lazy(factory: Callable[[], T]) -> Callable[[], T]:
+    """Build on first use, once, even under concurrent requests: a function that never recalls never
+    pays for the search client or the embedding model."""
+    lock = threading.Lock()
+    built: list[T] = []
+
+    def get() -> T:
+        if not built:
+            with lock:
+                if not built:
+                    built.append(factory())
+        return built[0]
+
+    return get
+
+
+def aws_recall_engine(settings: Settings) -> RecallEngine | None:
+    """OpenSearch and Bedrock, when the stage has a search domain."""
+    if not settings.search_endpoint:
+        return None
+    import boto3
+
+    from uhp_memories.search.bedrock import TitanEmbedder
+    from uhp_memories.search.opensearch import OpenSearchIndex, connect
+
+    embedder = TitanEmbedder(
+        boto3.client("bedrock-runtime", region_name=settings.region),
+        dimensions=settings.embedding_dimensions,
+        model_id=settings.embedding_model_id,
+    )
+    index = OpenSearchIndex(
+        connect(settings.search_endpoint, region=settings.region),
+        settings.search_index,
+        model_id=embedder.model_id,
+        dimensions=embedder.dimensions,
+        replicas=settings.search_replicas,
+    )
+    return RecallEngine(index, embedder)
 
 
 def build(
@@ -50,6 +98,7 @@ def build(
     s3_client: Any,
     s3_presign_client: Any | None = None,
     stepfunctions_client: Any | None = None,
+    recall_engine: Callable[[], RecallEngine | None] | None = None,
 ) -> Container:
     table = DynamoTable(dynamodb_client, settings.table_name)
     objects = S3ObjectStore(s3_client, settings.files_bucket, s3_presign_client)
@@ -61,7 +110,9 @@ def build(
         ids=RandomIds(),
     )
     files = FileService(ports, objects, DynamoFileRepository(table))
-    memories = MemoryService(ports, objects, jobs.holds)
+    engine = recall_engine or lazy(lambda: aws_recall_engine(settings))
+    memories = MemoryService(ports, objects, jobs.holds, engine)
+    records = RecordService(ports, files, engine)
     removal = RemovalService(
         ports,
         memories,
@@ -80,6 +131,7 @@ def build(
             search_snapshot_retention_days=settings.search_snapshot_retention_days,
         ),
         settings.workflow_wait_seconds,
+        engine,
     )
     return Container(
         settings=settings,
@@ -88,7 +140,9 @@ def build(
         memories=memories,
         removal=removal,
         grants=GrantService(ports),
-        records=RecordService(ports, files),
+        records=records,
+        recall=RecallService(ports, memories, records, engine, AbstainPolicy(settings.abstain_similarity)),
+        recall_engine=engine,
         harnesses=HarnessService(ports, DynamoAttachmentRepository(table)),
         files=files,
         keys=DynamoKeyRepository(dynamodb_client, settings.keys_table_name),

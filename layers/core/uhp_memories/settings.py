@@ -27,6 +27,14 @@ class Settings(BaseModel):
     stream_enabled: bool = False
     stream_retention_hours: int = 24
     search_snapshot_retention_days: int = 0
+    # Recall: an OpenSearch endpoint and a Bedrock embedding model in AWS; none means recall answers
+    # memory_unavailable. Local mode uses the embedded engine instead.
+    search_endpoint: str = ""
+    search_index: str = "uhp-recall-v1"
+    search_replicas: int = 1
+    embedding_model_id: str = "amazon.titan-embed-text-v2:0"
+    embedding_dimensions: int = 1024
+    abstain_similarity: float = 0.30
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -45,4 +53,10 @@ class Settings(BaseModel):
             pitr_retention_days=int(env.get("UHP_PITR_RETENTION_DAYS", "35")),
             stream_enabled=env.get("UHP_STREAM_ENABLED", "false").lower() == "true",
             search_snapshot_retention_days=int(env.get("UHP_SEARCH_SNAPSHOT_RETENTION_DAYS", "0")),
+            search_endpoint=env.get("UHP_SEARCH_ENDPOINT", ""),
+            search_index=env.get("UHP_SEARCH_INDEX", "uhp-recall-v1"),
+            search_replicas=int(env.get("UHP_SEARCH_REPLICAS", "1")),
+            embedding_model_id=env.get("UHP_EMBEDDING_MODEL_ID", "amazon.titan-embed-text-v2:0"),
+            embedding_dimensions=int(env.get("UHP_EMBEDDING_DIMENSIONS", "1024")),
+            abstain_similarity=float(env.get("UHP_ABSTAIN_SIMILARITY", "0.30")),
         )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from uhp_memories.api import schemas
 from uhp_memories.domain.jobs import Job
-from uhp_memories.domain.memories import MemoryView
+from uhp_memories.domain.memories import MemorySummary, MemoryView
 from uhp_memories.domain.models import Grant, Page, Snapshot
+from uhp_memories.domain.recall import RecallAnswer
 from uhp_memories.domain.records import RecordView
 
 
@@ -88,3 +91,29 @@ def job(j: Job) -> schemas.JobOut:
 
 def accepted(j: Job) -> schemas.JobAccepted:
     return schemas.JobAccepted(job={"id": j.id, "status": j.status})
+
+
+def summary(s: MemorySummary) -> schemas.MemorySummaryOut:
+    return schemas.MemorySummaryOut(
+        id=s.id,
+        name=s.name,
+        description=s.description,
+        records=schemas.Count(count=s.records_count),
+        children=schemas.Count(count=s.children_count),
+    )
+
+
+def recall(answer: RecallAnswer) -> dict[str, Any]:
+    """§6.3, with `parent` absent (not null) where there is none the caller may read."""
+    out = schemas.RecallOut(
+        results=[
+            schemas.RecallResultOut(record=record(r.record), score=r.score, why=list(r.why)) for r in answer.results
+        ],
+        parent=summary(answer.parent) if answer.parent else None,
+        children=[summary(c) for c in answer.children],
+        degraded=answer.degraded,
+        abstain=answer.abstain,
+    ).model_dump(mode="json")
+    if out["parent"] is None:
+        del out["parent"]
+    return out

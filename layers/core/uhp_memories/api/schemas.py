@@ -254,6 +254,43 @@ class JobAccepted(BaseModel):
     job: dict[str, str]
 
 
+class RecallIn(Strict):
+    """§6.2. Any of query, text and filters alone, or together (fused into one ranking)."""
+
+    query: str | None = Field(default=None, max_length=8_000, description="meaning: a question in natural language")
+    text: str | None = Field(default=None, max_length=8_000, description="words: a full-text match")
+    filters: dict[str, Any] | None = Field(default=None, description="fields: type, attributes.*, time.*")
+    types: list[str] = Field(default_factory=list, max_length=50)
+    as_of: str | None = Field(default=None, description="an RFC 3339 time or a snapshot name")
+    include: Literal["active", "all"] = "active"
+    limit: int | None = Field(default=None, description="1 to 100, default 10")
+    depth: int = Field(default=0, ge=0, description="levels of readable descendants to search too (capped at 3)")
+
+
+class MemorySummaryOut(BaseModel):
+    id: str
+    name: str
+    description: str
+    records: Count
+    children: Count
+
+
+class RecallResultOut(BaseModel):
+    record: RecordOut
+    score: float
+    why: list[str]
+
+
+class RecallOut(BaseModel):
+    results: list[RecallResultOut]
+    parent: MemorySummaryOut | None = Field(
+        default=None, description="absent on a root, and when the caller may not read the parent"
+    )
+    children: list[MemorySummaryOut]
+    degraded: list[str]
+    abstain: bool
+
+
 class SnapshotCreate(Strict):
     name: str = Field(min_length=1, max_length=100)
     message: str = Field(default="", max_length=2000)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from uhp_memories.domain.limits import MAX_DEPTH
 from uhp_memories.domain.models import CORE_TYPES, NATIVE_PROVIDER
 
 
@@ -20,7 +21,7 @@ def native_provider() -> dict[str, Any]:
         "derivation": "none",
         # Episodes are kept as records as they arrive; nothing is derived, so observe answers at once.
         "observe": {"keeps_episodes": True, "answers": "records"},
-        "recall": False,
+        "recall": {"signals": ["query", "text", "filters"], "abstain": True, "max_depth": MAX_DEPTH},
         "history": {"content": "versions", "structure": "none"},
         "snapshots": True,
         "revise": "native",

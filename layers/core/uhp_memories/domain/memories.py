@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from uhp_memories.domain import cursors
 from uhp_memories.domain.access import AccessView, ordered
@@ -39,15 +39,24 @@ class MemorySummary:
     children_count: int
 
 
+class MemoryIndex(Protocol):
+    """The recall index as a subtree delete sees it (uhp_memories.search.RecallEngine)."""
+
+    def drop_memory(self, tenant: str, memory_id: str) -> None:
+        ...
+
+
 class MemoryService:
     def __init__(
         self,
         ports: Ports,
         objects: ObjectStore | None = None,
         holds: Callable[[str, str], bool] | None = None,
+        index: Callable[[], MemoryIndex | None] | None = None,
     ) -> None:
         self._ports = ports
         self._objects = objects
+        self._index = index
         # Whether a run holds a memory (a move or a delete then answers memory_busy).
         self._holds = holds
 
@@ -282,7 +291,10 @@ class MemoryService:
         """Remove a hidden subtree for good, leaves first. Idempotent: a retry finishes what an
         earlier attempt began. Returns the ids removed."""
         subtree = self._subtree(tenant, memory_id)
+        index = self._index() if self._index is not None else None
         for node_id in reversed(subtree):
+            if index is not None:
+                index.drop_memory(tenant, node_id)
             if self._objects is not None:
                 self._objects.delete_all_versions(memory_prefix(tenant, node_id))
             self._ports.records.purge_memory(tenant, node_id)

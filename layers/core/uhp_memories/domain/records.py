@@ -7,10 +7,11 @@ one transaction; forget closes the current version and keeps its place in the ch
 from __future__ import annotations
 
 import json
+import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from uhp_memories.domain import cursors
 from uhp_memories.domain.access import AccessView
@@ -40,6 +41,7 @@ from uhp_memories.domain.limits import (
 from uhp_memories.domain.models import Caller, Page, RecordVersion, Snapshot
 from uhp_memories.domain.timefmt import format_ms, parse_instant
 
+logger = logging.getLogger(__name__)
 TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_][a-z0-9_\-]*)*$")
 ID_PATTERN = re.compile(r"^[a-z]+_[0-9a-f]{32}$")
 INCLUDE_VALUES = ("active", "all")
@@ -65,10 +67,23 @@ class RecordInput:
     references: tuple[dict[str, str], ...] = ()
 
 
+class VersionIndex(Protocol):
+    """The recall index as writes see it (uhp_memories.search.RecallEngine)."""
+
+    def index_versions(self, versions: Sequence[RecordVersion]) -> None:
+        ...
+
+
 class RecordService:
-    def __init__(self, ports: Ports, files: FileService | None = None) -> None:
+    def __init__(
+        self,
+        ports: Ports,
+        files: FileService | None = None,
+        index: Callable[[], VersionIndex | None] | None = None,
+    ) -> None:
         self._ports = ports
         self._files = files
+        self._index = index
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -84,6 +99,7 @@ class RecordService:
         except TreeChanged:
             raise MemoryNotFound(memory_id) from None
         self._release_upload(caller, record)
+        self._indexed([record])
         return self._view(access, record)
 
     def observe(self, caller: Caller, memory_id: str, episodes: list[RecordInput]) -> list[RecordView]:
@@ -103,6 +119,7 @@ class RecordService:
             self._ports.records.append_many(records)
         except TreeChanged:
             raise MemoryNotFound(memory_id) from None
+        self._indexed(records)
         return [self._view(access, record) for record in records]
 
     def revise(self, caller: Caller, memory_id: str, record_id: str, changes: dict[str, Any]) -> RecordView:
@@ -149,6 +166,7 @@ class RecordService:
             raise self._conflict(caller, memory_id, record_id) from None
         if revision.content is not current.content:
             self._release_upload(caller, revision)
+        self._indexed([closed, revision])
         return self._view(access, revision)
 
     def forget(self, caller: Caller, memory_id: str, record_id: str) -> RecordView:
@@ -160,6 +178,7 @@ class RecordService:
             self._ports.records.close(current, closed)
         except StaleVersion:
             raise self._conflict(caller, memory_id, record_id) from None
+        self._indexed([closed])
         return self._view(access, closed)
 
     def _attach(self, caller: Caller, content: dict[str, Any], memory_id: str, chain_id: str) -> dict[str, Any]:
@@ -170,6 +189,18 @@ class RecordService:
         if isinstance(reference, dict) and "version" in reference:
             raise MemoryInvalid('name a new file as {"file": {"id": "file_..."}}; versions are the server\'s')
         return self._files.attach(caller, reference, memory_id, chain_id)
+
+    def _indexed(self, versions: list[RecordVersion]) -> None:
+        """Index what a write committed, so recall reads its own writes in the common case. DynamoDB
+        holds the write already: an indexing failure is logged, never the write's failure (the
+        stream indexer, or `uhp-memories reindex`, catches the index up)."""
+        index = self._index() if self._index is not None else None
+        if index is None:
+            return
+        try:
+            index.index_versions(versions)
+        except Exception as error:
+            logger.warning("indexing after commit failed", extra={"error_type": type(error).__name__})
 
     def _release_upload(self, caller: Caller, record: RecordVersion) -> None:
         """Once a record holds a file's bytes, the upload they came from goes: the bytes then live
@@ -404,6 +435,10 @@ class RecordService:
         for ref in given.references:
             if not ID_PATTERN.match(ref.get("memory_id", "")) or not ID_PATTERN.match(ref.get("record_id", "")):
                 raise MemoryInvalid("a reference names memory_id (hmem_...) and record_id (hrec_...)")
+
+    def view(self, access: AccessView, record: RecordVersion) -> RecordView:
+        """A version as this reader sees it (references resolved with its privileges)."""
+        return self._view(access, record)
 
     def _view(self, access: AccessView, record: RecordVersion) -> RecordView:
         return RecordView(record, [self._resolve(access, ref) for ref in record.references])

@@ -36,7 +36,9 @@ class CachedResponses(Protocol):
 
 
 class SearchEraser(Protocol):
-    def delete(self, tenant: str, memory_id: str, record_ids: list[str]) -> None:
+    """The recall index as erase sees it (uhp_memories.search.RecallEngine)."""
+
+    def erase(self, tenant: str, memory_id: str, record_ids: Sequence[str]) -> None:
         ...
 
 
@@ -233,7 +235,7 @@ class RemovalService:
         for version in state["targets"]["versions"]:
             by_memory.setdefault(version["memory_id"], []).append(version["id"])
         for memory_id, ids in by_memory.items():
-            search.delete(state["tenant"], memory_id, ids)
+            search.erase(state["tenant"], memory_id, ids)
         return {"index": "erased"}
 
     def erase_files(self, state: dict[str, Any]) -> dict[str, Any]:

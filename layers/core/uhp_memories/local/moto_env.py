@@ -66,6 +66,18 @@ def dev_key() -> KeyEntry:
     return KeyEntry("uhp_dev_" + secrets.token_hex(16), "dev", "user:dev")
 
 
+def local_recall_engine() -> Any:
+    """The embedded engine (sqlite3 FTS5 + numpy, in memory) with all-MiniLM-L6-v2 on onnxruntime:
+    real search and a real embedding model, with nothing to download."""
+    from uhp_memories.search.embedded import EmbeddedSearchIndex
+    from uhp_memories.search.engine import RecallEngine
+    from uhp_memories.search.minilm import MiniLmEmbedder
+
+    embedder = MiniLmEmbedder()
+    index = EmbeddedSearchIndex(":memory:", model_id=embedder.model_id, dimensions=embedder.dimensions)
+    return RecallEngine(index, embedder)
+
+
 _FAULTS: dict[str, int] = {}
 
 
@@ -145,6 +157,7 @@ class LocalAws:
         self.container = bootstrap.build(
             self.settings, SerializedClient(raw), SerializedClient(s3), presign,
             boto3.client("stepfunctions", region_name=self.settings.region),
+            recall_engine=bootstrap.lazy(local_recall_engine),
         )
         bootstrap.install(self.container)
         return self

@@ -1,0 +1,201 @@
+"""Recall (§6): read one memory by meaning, words and fields, fused into one ranking; say why each
+result came, what was asked and not done (`degraded`), and when nothing answers (`abstain`).
+
+Recall reads the one memory in the path; `depth` adds descendants the caller may read, level by
+level, capped at MAX_DEPTH (the cap is reported, never applied in silence). The index is derived
+and may lag: every hit is read back from DynamoDB, the source of truth, before it is returned.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from uhp_memories.domain.access import AccessView
+from uhp_memories.domain.context import Ports
+from uhp_memories.domain.errors import DomainError, MemoryInvalid
+from uhp_memories.domain.filters import Filter, parse_filter
+from uhp_memories.domain.limits import MAX_DEPTH, RECALL_LIMIT_MAX
+from uhp_memories.domain.memories import MemoryService, MemorySummary
+from uhp_memories.domain.models import Caller, Memory, RecordVersion
+from uhp_memories.domain.records import INCLUDE_VALUES, RecordService, RecordView
+
+logger = logging.getLogger(__name__)
+RECALL_LIMIT_DEFAULT = 10
+
+
+class MemoryUnavailable(DomainError):
+    code = "memory_unavailable"
+    status = 503
+
+
+class SearchHit(Protocol):
+    record_id: str
+    score: float
+    why: tuple[str, ...]
+    signals: Any
+
+
+class RecallIndex(Protocol):
+    """The search side of recall (uhp_memories.search.RecallEngine)."""
+
+    def search(
+        self,
+        tenant: str,
+        memory_id: str,
+        *,
+        query: str | None = None,
+        text: str | None = None,
+        filters: Filter | None = None,
+        types: Sequence[str] = (),
+        include: str = "active",
+        as_of: str | None = None,
+        limit: int = 10,
+    ) -> Sequence[SearchHit]:
+        ...
+
+
+@dataclass(frozen=True)
+class RecallInput:
+    query: str | None = None
+    text: str | None = None
+    filters: Any = None
+    types: tuple[str, ...] = ()
+    as_of: str | None = None
+    include: str = "active"
+    limit: int | None = None
+    depth: int = 0
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    record: RecordView
+    score: float
+    why: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RecallAnswer:
+    results: list[RecallResult]
+    parent: MemorySummary | None
+    children: list[MemorySummary]
+    degraded: list[str] = field(default_factory=list)
+    abstain: bool = False
+
+
+@dataclass(frozen=True)
+class AbstainPolicy:
+    """When the best result does not answer the question. Thresholds are calibrated on the LoCoMo
+    dev set (bench/recall_locomo.py): the best cosine similarity of a `query`, and for a text-only
+    request, whether any document matched the words at all."""
+
+    min_query_similarity: float = 0.30
+
+    def abstain(self, request: RecallInput, hits: Sequence[SearchHit]) -> bool:
+        if not hits:
+            return bool(request.query or request.text)
+        if request.query:
+            best = max((float(h.signals.get("query", -1.0)) for h in hits), default=-1.0)
+            return best < self.min_query_similarity
+        return False
+
+
+class RecallService:
+    def __init__(
+        self,
+        ports: Ports,
+        memories: MemoryService,
+        records: RecordService,
+        index: Callable[[], RecallIndex | None],
+        abstain: AbstainPolicy | None = None,
+    ) -> None:
+        self._ports = ports
+        self._memories = memories
+        self._records = records
+        self._index = index
+        self._abstain = abstain or AbstainPolicy()
+
+    def recall(self, caller: Caller, memory_id: str, request: RecallInput) -> RecallAnswer:
+        access = self._ports.access(caller)
+        memory = access.require(memory_id, "read")
+        limit = request.limit if request.limit is not None else RECALL_LIMIT_DEFAULT
+        if not 1 <= limit <= RECALL_LIMIT_MAX:
+            raise MemoryInvalid(f"limit must be between 1 and {RECALL_LIMIT_MAX}")
+        if request.include not in INCLUDE_VALUES:
+            raise MemoryInvalid(f"include must be one of {list(INCLUDE_VALUES)}")
+        if request.depth < 0:
+            raise MemoryInvalid("depth is 0 (this memory only) or more")
+        flt = parse_filter(request.filters)
+        instant = self._records.resolve_as_of(caller, memory_id, request.as_of) if request.as_of else None
+        degraded: list[str] = []
+        depth = request.depth
+        if depth > MAX_DEPTH:
+            depth = MAX_DEPTH
+            degraded.append(f"depth:capped_at_{MAX_DEPTH}")
+        index = self._index()
+        if index is None:
+            raise MemoryUnavailable("the search index of this provider is not connected")
+
+        scored: list[tuple[float, int, RecordVersion, SearchHit]] = []
+        for order, searched in enumerate(self._memories_to_search(access, memory, depth)):
+            hits = index.search(
+                caller.tenant,
+                searched.id,
+                query=request.query,
+                text=request.text,
+                filters=flt,
+                types=request.types,
+                include=request.include,
+                as_of=instant,
+                limit=limit,
+            )
+            for hit in hits:
+                record = self._confirmed(caller, searched.id, hit.record_id, request.include, instant)
+                if record is not None:
+                    scored.append((hit.score, -order, record, hit))
+        scored.sort(key=lambda item: (item[0], item[1]), reverse=True)
+        best = scored[:limit]
+        parent, children = self._memories.neighbours(access, memory)
+        return RecallAnswer(
+            results=[
+                RecallResult(self._records.view(access, record), round(score, 6), tuple(hit.why))
+                for score, _, record, hit in best
+            ],
+            parent=parent,
+            children=children,
+            degraded=degraded,
+            abstain=self._abstain.abstain(request, [hit for _, _, _, hit in best]),
+        )
+
+    def _memories_to_search(self, access: AccessView, memory: Memory, depth: int) -> list[Memory]:
+        """This memory, then its readable descendants level by level down to `depth`."""
+        found = [memory]
+        frontier = [memory]
+        for _ in range(depth):
+            next_level: list[Memory] = []
+            for node in frontier:
+                for child in self._ports.memories.children(access.caller.tenant, node.id):
+                    if not child.deleting and "read" in access.privileges(child.id):
+                        next_level.append(child)
+            found.extend(next_level)
+            frontier = next_level
+        return found
+
+    def _confirmed(
+        self, caller: Caller, memory_id: str, record_id: str, include: str, instant: str | None
+    ) -> RecordVersion | None:
+        """The hit as DynamoDB holds it now, if it still answers the request (the index may lag)."""
+        record = self._ports.records.get(caller.tenant, memory_id, record_id)
+        if record is None:
+            return None
+        if instant is not None:
+            if include == "active" and not record.held_at(instant):
+                return None
+            if record.written_at > instant:
+                return None
+            return record.as_of(instant)
+        if include == "active" and not (record.is_current and record.status == "active"):
+            return None
+        return record

@@ -1,0 +1,159 @@
+"""§6 recall through the local gateway: the embedded engine (sqlite3 FTS5 + numpy) and the real
+all-MiniLM-L6-v2 model, read back from DynamoDB, confined to the memory in the path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.integration.conftest import Client, ClientFactory, error_code
+from uhp_memories.local.moto_env import LocalAws
+
+FACTS = [
+    "Acme renews its contract in March and wants the annual discount kept.",
+    "The CFO of Globex prefers email over phone calls.",
+    "Lunch options near the office include sushi and tacos.",
+    "Initech's procurement needs three quotes for any purchase above ten thousand dollars.",
+]
+ACCOUNTS = ["acme", "globex", "office", "initech"]
+
+
+def recall(client: Client, memory_id: str, **body: Any) -> dict[str, Any]:
+    answer = client.post(f"/v1/memories/{memory_id}/recall", body)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def contents(answer: dict[str, Any]) -> list[str]:
+    return [r["record"]["content"] for r in answer["results"]]
+
+
+def seeded(client: Client, name: str = "Sales", **fields: Any) -> dict[str, Any]:
+    memory = client.create_memory(name, description=f"what {name} knows", **fields)
+    for fact, account in zip(FACTS, ACCOUNTS, strict=True):
+        client.remember(memory["id"], fact, attributes={"account": account})
+    return memory
+
+
+def test_a_question_finds_the_record_that_answers_it(alice: Client) -> None:
+    memory = seeded(alice)
+    answer = recall(alice, memory["id"], query="When is the Acme renewal?", limit=2)
+    assert contents(answer)[0] == FACTS[0]
+    top = answer["results"][0]
+    assert "query" in top["why"]
+    assert 0 < top["score"] <= 1
+    assert top["record"]["trust"] == "untrusted"
+    assert top["record"]["written_by"] == {"kind": "user", "id": "alice"}
+    assert answer["abstain"] is False
+    assert answer["degraded"] == []
+
+
+def test_words_alone_and_fields_alone(alice: Client) -> None:
+    memory = seeded(alice)
+    words = recall(alice, memory["id"], text="sushi")
+    assert contents(words) == [FACTS[2]]
+    assert words["results"][0]["why"] == ["text"]
+    fields = recall(alice, memory["id"], filters={"field": "attributes.account", "op": "eq", "value": "globex"})
+    assert contents(fields) == [FACTS[1]]
+    assert fields["results"][0]["why"] == ["filters"]
+
+
+def test_filters_confine_every_signal(alice: Client) -> None:
+    memory = seeded(alice)
+    answer = recall(alice, memory["id"], query="When is the Acme renewal?", text="renews contract",
+                    filters={"field": "attributes.account", "op": "eq", "value": "initech"})
+    assert contents(answer) == [FACTS[3]]
+    assert set(answer["results"][0]["why"]) >= {"filters"}
+    none = recall(alice, memory["id"], query="Acme renewal", types=["note"])
+    assert none["results"] == []
+
+
+def test_an_unanswerable_question_abstains(alice: Client) -> None:
+    memory = seeded(alice)
+    answer = recall(alice, memory["id"], query="What is the boiling point of mercury in kelvin?")
+    assert answer["abstain"] is True
+
+
+def test_recall_reads_only_the_memory_in_the_path(alice: Client, make_client: ClientFactory) -> None:
+    mine = seeded(alice, "Mine")
+    other = alice.create_memory("Other")
+    alice.remember(other["id"], "Acme renews its contract in March (a copy in another memory).")
+    stranger = make_client("user:mallory", tenant_name="another-tenant")
+    theirs = stranger.create_memory("Theirs")
+    stranger.remember(theirs["id"], "Acme renews its contract in March (another tenant).")
+    answer = recall(alice, mine["id"], query="Acme renewal", text="Acme renews", limit=100)
+    assert {r["record"]["memory_id"] for r in answer["results"]} == {mine["id"]}
+    assert error_code(stranger.post(f"/v1/memories/{mine['id']}/recall", {"query": "Acme"})) == "memory_not_found"
+
+
+def test_parent_and_children_are_where_the_reader_may_go(alice: Client, make_client: ClientFactory) -> None:
+    root = alice.create_memory("Company", description="the whole company")
+    sales = seeded(alice, "Sales", parent_id=root["id"])
+    acme = alice.create_memory("Acme", description="the Acme account", parent_id=sales["id"])
+    alice.create_memory("Private", description="hidden", parent_id=sales["id"], restricted=True)
+    alice.remember(acme["id"], "Acme legal needs 60 days notice.")
+    answer = recall(alice, sales["id"], query="renewal")
+    assert answer["parent"]["id"] == root["id"]
+    assert answer["parent"]["description"] == "the whole company"
+    assert sorted(c["name"] for c in answer["children"]) == ["Acme", "Private"]
+    acme_summary = next(c for c in answer["children"] if c["name"] == "Acme")
+    assert acme_summary["records"] == {"count": 1}
+    # Bob may read Sales only: no parent (absent, not null), and only the children he may read.
+    bob = make_client("user:bob")
+    alice.grant(sales["id"], "user:bob", "read")
+    seen = recall(bob, sales["id"], query="renewal")
+    assert "parent" not in seen
+    assert [c["name"] for c in seen["children"]] == ["Acme"]
+    assert "parent" not in recall(alice, root["id"], query="renewal")
+
+
+def test_depth_reads_descendants_and_reports_a_cap(alice: Client) -> None:
+    sales = seeded(alice, "Sales")
+    acme = alice.create_memory("Acme", parent_id=sales["id"])
+    note = alice.remember(acme["id"], "Acme legal needs 60 days notice before any renewal.")
+    flat = recall(alice, sales["id"], text="legal notice")
+    assert note["id"] not in [r["record"]["id"] for r in flat["results"]]
+    deep = recall(alice, sales["id"], text="legal notice", depth=1)
+    assert deep["results"][0]["record"]["id"] == note["id"]
+    assert deep["results"][0]["record"]["memory_id"] == acme["id"]
+    capped = recall(alice, sales["id"], text="legal notice", depth=7)
+    assert capped["degraded"] == ["depth:capped_at_3"]
+
+
+def test_revise_forget_and_as_of_keep_the_index_in_step(alice: Client) -> None:
+    memory = alice.create_memory("Facts")
+    first = alice.remember(memory["id"], "The launch is planned for April.")
+    assert alice.post(f"/v1/memories/{memory['id']}/snapshots", {"name": "plan-a"}).status_code == 201
+    revised = alice.patch(f"/v1/memories/{memory['id']}/records/{first['id']}",
+                          {"content": "The launch moved to September."}).json()
+    now = recall(alice, memory["id"], query="When is the launch?")
+    assert contents(now) == ["The launch moved to September."]
+    then = recall(alice, memory["id"], query="When is the launch?", as_of="plan-a")
+    assert contents(then) == ["The launch is planned for April."]
+    everything = recall(alice, memory["id"], text="launch", include="all")
+    assert {r["record"]["status"] for r in everything["results"]} == {"active", "superseded"}
+    assert alice.delete(f"/v1/memories/{memory['id']}/records/{revised['id']}").status_code == 200
+    assert recall(alice, memory["id"], text="launch")["results"] == []
+
+
+def test_erase_removes_the_record_from_the_index(alice: Client, local_aws: LocalAws) -> None:
+    memory = alice.create_memory("Facts")
+    secret = alice.remember(memory["id"], "The vault code is pelican-42.")
+    assert recall(alice, memory["id"], text="pelican")["results"]
+    erased = alice.post(f"/v1/memories/{memory['id']}/erase", {"record_ids": [secret["id"]]})
+    assert erased.status_code == 200, erased.text
+    assert recall(alice, memory["id"], text="pelican")["results"] == []
+    engine = local_aws.container.recall_engine()  # type: ignore[union-attr]
+    assert engine.index.get(alice.tenant, memory["id"], secret["id"]) is None
+
+
+def test_recall_needs_read_and_valid_requests(alice: Client, make_client: ClientFactory) -> None:
+    memory = seeded(alice)
+    creator = make_client("user:creator")
+    alice.grant(memory["id"], "user:creator", "create")
+    path = f"/v1/memories/{memory['id']}/recall"
+    assert error_code(creator.post(path, {"query": "x"})) == "memory_forbidden"
+    for body in ({"limit": 101}, {"limit": 0}, {"filters": {"field": "nope", "op": "eq", "value": 1}},
+                 {"include": "some"}, {"depth": -1}, {"as_of": "no-such-snapshot"}, {"bogus": 1}):
+        answer = alice.post(path, body)
+        assert answer.status_code == 422, body
+        assert error_code(answer) == "memory_invalid"
