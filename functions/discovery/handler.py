@@ -2,6 +2,7 @@
 
 from aws_lambda_powertools.event_handler import Response
 
+from uhp_memories import bootstrap
 from uhp_memories.api import schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
 from uhp_memories.domain import capabilities
@@ -18,7 +19,8 @@ def handle_capabilities() -> Response[schemas.CapabilitiesOut]:
 @app.get("/v1/memories/providers", summary="The providers and their capability documents", tags=["discovery"])
 def handle_providers() -> Response[schemas.ProviderList]:
     caller_of(app)
-    return respond(schemas.ProviderList(data=[capabilities.native_provider()]))
+    languages = bootstrap.container().queries.free_languages_configured()
+    return respond(schemas.ProviderList(data=[capabilities.native_provider(languages)]))
 
 
 @app.get("/v1/memories/types", summary="The record types this server understands", tags=["discovery"])

@@ -17,6 +17,7 @@ from uhp_memories.adapters.dynamodb.harnesses import DynamoAttachmentRepository
 from uhp_memories.adapters.dynamodb.idempotency import DynamoCachedResponses
 from uhp_memories.adapters.dynamodb.jobs import DynamoJobRepository
 from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
+from uhp_memories.adapters.dynamodb.queries import DynamoQueryRepository
 from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
 from uhp_memories.adapters.dynamodb.table import DynamoTable
 from uhp_memories.adapters.s3 import S3ObjectStore
@@ -27,6 +28,7 @@ from uhp_memories.domain.files import FileService
 from uhp_memories.domain.grants import GrantService
 from uhp_memories.domain.harnesses import HarnessService
 from uhp_memories.domain.memories import MemoryService
+from uhp_memories.domain.queries import QueryService
 from uhp_memories.domain.recall import AbstainPolicy, RecallService
 from uhp_memories.domain.records import RecordService
 from uhp_memories.domain.removal import RemovalService, Retention
@@ -48,6 +50,7 @@ class Container:
     files: FileService
     removal: RemovalService
     recall: RecallService
+    queries: QueryService
     recall_engine: Callable[[], RecallEngine | None]
     keys: DynamoKeyRepository
 
@@ -92,6 +95,18 @@ def aws_recall_engine(settings: Settings) -> RecallEngine | None:
     return RecallEngine(index, embedder)
 
 
+FREE_QUERY_LANGUAGES = ("opensearch-dsl",)
+
+
+def free_query_index(engine: RecallEngine | None) -> Any:
+    """Free queries on the engine's index when it can confine a caller's statement (OpenSearch)."""
+    from uhp_memories.search.free_query import FreeQueries
+    from uhp_memories.search.opensearch import OpenSearchIndex
+
+    index = engine.index if engine is not None else None
+    return FreeQueries(index.client, index.index_name) if isinstance(index, OpenSearchIndex) else None
+
+
 def build(
     settings: Settings,
     dynamodb_client: Any,
@@ -113,6 +128,7 @@ def build(
     engine = recall_engine or lazy(lambda: aws_recall_engine(settings))
     memories = MemoryService(ports, objects, jobs.holds, engine)
     records = RecordService(ports, files, engine)
+    recall = RecallService(ports, memories, records, engine, AbstainPolicy(settings.abstain_similarity))
     removal = RemovalService(
         ports,
         memories,
@@ -129,6 +145,7 @@ def build(
             stream_enabled=settings.stream_enabled,
             stream_retention_hours=settings.stream_retention_hours,
             search_snapshot_retention_days=settings.search_snapshot_retention_days,
+            search_segments=bool(settings.search_endpoint),
         ),
         settings.workflow_wait_seconds,
         engine,
@@ -141,7 +158,16 @@ def build(
         removal=removal,
         grants=GrantService(ports),
         records=records,
-        recall=RecallService(ports, memories, records, engine, AbstainPolicy(settings.abstain_similarity)),
+        recall=recall,
+        queries=QueryService(
+            ports,
+            DynamoQueryRepository(table),
+            recall,
+            memories,
+            records,
+            lambda: free_query_index(engine()),
+            FREE_QUERY_LANGUAGES if settings.search_endpoint else (),
+        ),
         recall_engine=engine,
         harnesses=HarnessService(ports, DynamoAttachmentRepository(table)),
         files=files,

@@ -25,6 +25,7 @@ from uhp_memories.adapters.dynamodb.idempotency import PackedDynamoDBPersistence
 from uhp_memories.api.errors import JSON, describe_validation_errors, error_dict, error_response
 from uhp_memories.domain.errors import DomainError, Unauthenticated
 from uhp_memories.domain.models import Caller
+from uhp_memories.search.errors import SearchUnavailable
 
 logger = Logger(service="uhp-memories")
 
@@ -44,6 +45,10 @@ def make_resolver() -> APIGatewayRestResolver:
     @app.exception_handler(DomainError)
     def handle_domain_error(error: DomainError) -> Response:
         return error_response(error.status, error.code, error.message, **error.details)
+
+    @app.exception_handler(SearchUnavailable)
+    def handle_search_unavailable(error: SearchUnavailable) -> Response:
+        return error_response(503, "memory_unavailable", "the provider's search did not answer; retry later")
 
     @app.exception_handler(RequestValidationError)
     def handle_validation_error(error: RequestValidationError) -> Response:

@@ -291,6 +291,47 @@ class RecallOut(BaseModel):
     abstain: bool
 
 
+class NamedQueryIn(Strict):
+    """§6.4, in this provider's language `uhp-recall`: `body` is a recall request whose string values
+    may be {{param}} placeholders, `params` a JSON Schema of type object."""
+
+    description: str = Field(default="", max_length=2000)
+    params: dict[str, Any] | None = None
+    requires: Literal["read", "write"] = "read"
+    language: str = "uhp-recall"
+    body: dict[str, Any]
+
+
+class NamedQueryOut(BaseModel):
+    name: str
+    object: Literal["memory.query"] = "memory.query"
+    memory_id: str
+    description: str
+    params: dict[str, Any]
+    requires: str
+    language: str
+    body: dict[str, Any]
+    updated_by: str
+    updatedAt: int
+
+
+class NamedQueryList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[NamedQueryOut]
+    next_cursor: str | None = None
+
+
+class QueryRunIn(Strict):
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class FreeQueryIn(Strict):
+    language: str
+    statement: Any
+    params: dict[str, Any] = Field(default_factory=dict)
+    limit: int = 10
+
+
 class SnapshotCreate(Strict):
     name: str = Field(min_length=1, max_length=100)
     message: str = Field(default="", max_length=2000)

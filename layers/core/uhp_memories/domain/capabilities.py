@@ -11,7 +11,9 @@ from uhp_memories.domain.limits import MAX_DEPTH
 from uhp_memories.domain.models import CORE_TYPES, NATIVE_PROVIDER
 
 
-def native_provider() -> dict[str, Any]:
+def native_provider(free_query_languages: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`free_query_languages`: what this deployment's index can confine (OpenSearch), else none."""
+    free: Any = {"languages": list(free_query_languages), "write": False} if free_query_languages else False
     return {
         "id": NATIVE_PROVIDER,
         "object": "memory.provider",
@@ -30,7 +32,7 @@ def native_provider() -> dict[str, Any]:
         "erase": {"unreachable": "reported"},
         "prime": False,
         "consolidate": False,
-        "queries": {"named": False, "free": False},
+        "queries": {"named": True, "free": free},
         "types": False,
         "files": True,
     }

@@ -344,6 +344,10 @@ class OpenSearchIndex:
     def index_name(self) -> str:
         return self._name
 
+    @property
+    def client(self) -> Any:
+        return self._client
+
     def ensure_index(self) -> None:
         """Create the index if it is missing; refuse one recorded with another embedding model."""
         with self._lock:

@@ -85,3 +85,7 @@ JOB_SK = "JOB"
 def run_sk(job_id: str) -> str:
     """A marker under the memory while a workflow holds it (memory_busy)."""
     return f"RUN#{job_id}"
+
+
+def query_sk(name: str) -> str:
+    return f"Q#{name}"

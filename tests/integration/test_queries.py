@@ -1,0 +1,102 @@
+"""§6.4 named queries (this provider's language: a recall request template with typed params) and
+§6.5 free queries (declared unsupported where the index cannot confine a statement)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.integration.conftest import Client, ClientFactory, error_code
+
+OPEN_DEALS = {
+    "description": "Deals not yet closed for one account.",
+    "params": {"type": "object", "properties": {"account": {"type": "string"}}, "required": ["account"]},
+    "requires": "read",
+    "language": "uhp-recall",
+    "body": {
+        "text": "deal",
+        "filters": {"and": [{"field": "attributes.account", "op": "eq", "value": "{{account}}"},
+                            {"field": "attributes.stage", "op": "ne", "value": "closed"}]},
+        "limit": 10,
+    },
+}
+
+
+def _seed(client: Client) -> dict[str, Any]:
+    memory = client.create_memory("Deals")
+    deals = (("acme", "open", "Acme deal for 40 seats"), ("acme", "closed", "Acme deal for 5 seats"),
+             ("globex", "open", "Globex deal for 12 seats"))
+    for account, stage, text in deals:
+        client.remember(memory["id"], text, attributes={"account": account, "stage": stage})
+    return memory
+
+
+def test_define_list_and_run_a_named_query(alice: Client) -> None:
+    memory = _seed(alice)
+    path = f"/v1/memories/{memory['id']}/queries/open_deals_for"
+    defined = alice.put(path, OPEN_DEALS)
+    assert defined.status_code == 200, defined.text
+    assert defined.json()["name"] == "open_deals_for"
+    listed = alice.get(f"/v1/memories/{memory['id']}/queries").json()["data"]
+    assert [q["name"] for q in listed] == ["open_deals_for"]
+    assert listed[0]["params"]["required"] == ["account"]
+    answer = alice.post(path, {"params": {"account": "acme"}})
+    assert answer.status_code == 200, answer.text
+    assert [r["record"]["content"] for r in answer.json()["results"]] == ["Acme deal for 40 seats"]
+    assert "abstain" in answer.json()
+
+
+def test_params_that_do_not_match_are_refused(alice: Client) -> None:
+    memory = _seed(alice)
+    path = f"/v1/memories/{memory['id']}/queries/open_deals_for"
+    alice.put(path, OPEN_DEALS)
+    for params in ({}, {"account": 7}, {"account": "acme", "extra": 1}):
+        answer = alice.post(path, {"params": params})
+        assert answer.status_code == 422, params
+        assert error_code(answer) == "memory_invalid"
+    unknown = alice.post(f"/v1/memories/{memory['id']}/queries/nope", {"params": {}})
+    assert error_code(unknown) == "memory_query_not_found"
+
+
+def test_bad_definitions_are_refused(alice: Client) -> None:
+    memory = _seed(alice)
+    base = f"/v1/memories/{memory['id']}/queries/"
+    for name, definition in (
+        ("Bad-Name", OPEN_DEALS),
+        ("q", {**OPEN_DEALS, "language": "cypher"}),
+        ("q", {**OPEN_DEALS, "body": {"text": "{{undeclared}}"}}),
+        ("q", {**OPEN_DEALS, "body": {"memory_id": "hmem_x"}}),
+        ("q", {**OPEN_DEALS, "params": {"type": "object", "properties": {"a": {"type": "object"}}}}),
+        ("q", {**OPEN_DEALS, "body": {"filters": {"field": "nope", "op": "eq", "value": "{{account}}"}}}),
+    ):
+        answer = alice.put(base + name, definition)
+        assert answer.status_code == 422, (name, definition)
+
+
+def test_defining_needs_write_and_running_stays_within_the_callers_reach(
+    alice: Client, make_client: ClientFactory
+) -> None:
+    memory = _seed(alice)
+    path = f"/v1/memories/{memory['id']}/queries/open_deals_for"
+    reader = make_client("user:reader")
+    alice.grant(memory["id"], "user:reader", "read")
+    assert error_code(reader.put(path, OPEN_DEALS)) == "memory_forbidden"
+    alice.put(path, OPEN_DEALS)
+    assert reader.post(path, {"params": {"account": "acme"}}).status_code == 200
+    writers_only = {**OPEN_DEALS, "requires": "write"}
+    alice.put(f"/v1/memories/{memory['id']}/queries/for_writers", writers_only)
+    listed = [q["name"] for q in reader.get(f"/v1/memories/{memory['id']}/queries").json()["data"]]
+    assert listed == ["open_deals_for"]
+    assert error_code(reader.post(f"/v1/memories/{memory['id']}/queries/for_writers",
+                                  {"params": {"account": "acme"}})) == "memory_forbidden"
+    stranger = make_client("user:stranger")
+    assert error_code(stranger.post(path, {"params": {"account": "acme"}})) == "memory_not_found"
+
+
+def test_free_queries_are_unsupported_where_they_cannot_be_confined(alice: Client) -> None:
+    memory = _seed(alice)
+    answer = alice.post(f"/v1/memories/{memory['id']}/query",
+                        {"language": "opensearch-dsl", "statement": {"match_all": {}}})
+    assert answer.status_code == 422
+    assert error_code(answer) == "memory_unsupported"
+    providers = alice.get("/v1/memories/providers").json()["data"][0]
+    assert providers["queries"] == {"named": True, "free": False}
