@@ -31,6 +31,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Benchmarks (not tests): figures are ratios against a baseline measured in the same run.
+bench: $(STAMP)
+	$(BIN)/python bench/import_times.py 5
+	$(BIN)/python bench/recall_engine.py
+
 openapi: $(STAMP)
 	$(BIN)/python -m uhp_memories.api.openapi > docs/openapi.json
 
