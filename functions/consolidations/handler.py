@@ -1,7 +1,61 @@
-"""The consolidations function: consolidation runs is not implemented yet, so every route answers memory_unsupported."""
+"""Consolidation runs (§9.2): visible, bounded, reversible background passes over one memory."""
 
-from uhp_memories.api.app import make_handler
-from uhp_memories.api.unsupported import unsupported_resolver
+from typing import Annotated
 
-app = unsupported_resolver("consolidations", "consolidation runs")
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from uhp_memories import bootstrap
+from uhp_memories.api import presenters, schemas
+from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
+
+app = make_resolver()
+RUNS = "/v1/memories/<memory_id>/consolidations"
+
+
+@app.post(RUNS, summary="Start a consolidation pass now (budget optional)", tags=["consolidations"])
+def handle_start_consolidation(
+    memory_id: str, body: schemas.ConsolidationStart
+) -> Response[schemas.ConsolidationOut]:
+    budget = body.budget.limit if body.budget else None
+    run = bootstrap.container().consolidation.start(caller_of(app), memory_id, budget)
+    return respond(presenters.consolidation(run), 202 if run.status in ("queued", "running") else 201)
+
+
+@app.get(RUNS, summary="Consolidation runs, newest first", tags=["consolidations"])
+def handle_list_consolidations(
+    memory_id: str,
+    limit: Annotated[int | None, Query(description="1 to 100, default 20")] = None,
+    cursor: Annotated[str | None, Query()] = None,
+) -> Response[schemas.ConsolidationList]:
+    page = bootstrap.container().consolidation.list(caller_of(app), memory_id, limit, cursor)
+    return respond(
+        schemas.ConsolidationList(data=[presenters.consolidation(r) for r in page.items], next_cursor=page.next_cursor)
+    )
+
+
+@app.get(RUNS + "/<run_id>", summary="One consolidation run", tags=["consolidations"])
+def handle_get_consolidation(memory_id: str, run_id: str) -> Response[schemas.ConsolidationOut]:
+    return respond(presenters.consolidation(bootstrap.container().consolidation.get(caller_of(app), memory_id, run_id)))
+
+
+@app.get(RUNS + "/<run_id>/changes", summary="The records a run wrote, superseded or forgot", tags=["consolidations"])
+def handle_consolidation_changes(memory_id: str, run_id: str) -> Response[schemas.ChangeList]:
+    container = bootstrap.container()
+    caller = caller_of(app)
+    run = container.consolidation.get(caller, memory_id, run_id)
+    changes = []
+    for change in run.changes:
+        view = container.records.find_view(caller, memory_id, change.record_id)
+        record = presenters.record(view) if view else None
+        changes.append(schemas.ChangeOut(record_id=change.record_id, action=change.action, record=record))  # type: ignore[arg-type]
+    return respond(schemas.ChangeList(data=changes))
+
+
+@app.post(RUNS + "/<run_id>/revert", summary="Revert a run: what it forgot is current again", tags=["consolidations"])
+def handle_revert_consolidation(memory_id: str, run_id: str) -> Response[schemas.ConsolidationOut]:
+    run = bootstrap.container().consolidation.revert(caller_of(app), memory_id, run_id)
+    return respond(presenters.consolidation(run))
+
+
 lambda_handler = make_handler(app)

@@ -12,6 +12,14 @@ def _run(step: str, event: dict[str, Any]) -> Any:
     return getattr(bootstrap.container().removal, step)(event)
 
 
+def consolidate(event: dict[str, Any], context: Any) -> Any:
+    return bootstrap.container().consolidation.consolidate(event)
+
+
+def record_consolidation_failure(event: dict[str, Any], context: Any) -> Any:
+    return bootstrap.container().consolidation.record_failure(event)
+
+
 def resolve_erase_targets(event: dict[str, Any], context: Any) -> Any:
     return _run("resolve_erase_targets", event)
 

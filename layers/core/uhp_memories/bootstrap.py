@@ -19,10 +19,12 @@ from uhp_memories.adapters.dynamodb.jobs import DynamoJobRepository
 from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
 from uhp_memories.adapters.dynamodb.queries import DynamoQueryRepository
 from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
+from uhp_memories.adapters.dynamodb.runs import DynamoRunRepository
 from uhp_memories.adapters.dynamodb.table import DynamoTable
 from uhp_memories.adapters.s3 import S3ObjectStore
 from uhp_memories.adapters.stepfunctions import StepFunctionsRunner
 from uhp_memories.adapters.system import RandomIds, SystemClock
+from uhp_memories.domain.consolidation import ConsolidationService
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.files import FileService
 from uhp_memories.domain.grants import GrantService
@@ -51,6 +53,7 @@ class Container:
     removal: RemovalService
     recall: RecallService
     queries: QueryService
+    consolidation: ConsolidationService
     recall_engine: Callable[[], RecallEngine | None]
     keys: DynamoKeyRepository
 
@@ -129,14 +132,19 @@ def build(
     memories = MemoryService(ports, objects, jobs.holds, engine)
     records = RecordService(ports, files, engine)
     recall = RecallService(ports, memories, records, engine, AbstainPolicy(settings.abstain_similarity))
+    workflows = StepFunctionsRunner(
+        stepfunctions_client,
+        {
+            "erase": settings.erase_state_machine_arn,
+            "delete": settings.delete_state_machine_arn,
+            "consolidate": settings.consolidate_state_machine_arn,
+        },
+    )
     removal = RemovalService(
         ports,
         memories,
         jobs,
-        StepFunctionsRunner(
-            stepfunctions_client,
-            {"erase": settings.erase_state_machine_arn, "delete": settings.delete_state_machine_arn},
-        ),
+        workflows,
         objects,
         DynamoCachedResponses(dynamodb_client, settings.idempotency_table_name),
         Retention(
@@ -159,6 +167,9 @@ def build(
         grants=GrantService(ports),
         records=records,
         recall=recall,
+        consolidation=ConsolidationService(
+            ports, DynamoRunRepository(table), workflows, settings.workflow_wait_seconds
+        ),
         queries=QueryService(
             ports,
             DynamoQueryRepository(table),

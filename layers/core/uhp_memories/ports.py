@@ -94,6 +94,12 @@ class RecordRepository(Protocol):
         Raises StaleVersion when `previous` is no longer the current active version."""
         ...
 
+    def reopen(self, forgotten: RecordVersion, revision: RecordVersion) -> None:
+        """Make a forgotten record current again: write `forgotten` with `superseded_by` set and the
+        new active `revision`, counting it, in one transaction. Raises StaleVersion when the
+        forgotten version is no longer the chain's last."""
+        ...
+
     def close(self, current: RecordVersion, closed: RecordVersion) -> None:
         """Close the current version (forget), uncounting it, in one transaction.
 

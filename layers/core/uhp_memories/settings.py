@@ -18,6 +18,7 @@ class Settings(BaseModel):
     s3_public_endpoint: str | None = None
     erase_state_machine_arn: str = ""
     delete_state_machine_arn: str = ""
+    consolidate_state_machine_arn: str = ""
     # How long a request waits for a workflow before answering 202 with a job (API Gateway: 29 s).
     workflow_wait_seconds: float = 20.0
     # What the deployment keeps beyond this service's reach: the erase report reads these, so it
@@ -48,6 +49,7 @@ class Settings(BaseModel):
             files_bucket=env.get("UHP_FILES_BUCKET", "uhp-memories-files"),
             erase_state_machine_arn=env.get("UHP_ERASE_STATE_MACHINE_ARN", ""),
             delete_state_machine_arn=env.get("UHP_DELETE_STATE_MACHINE_ARN", ""),
+            consolidate_state_machine_arn=env.get("UHP_CONSOLIDATE_STATE_MACHINE_ARN", ""),
             workflow_wait_seconds=float(env.get("UHP_WORKFLOW_WAIT_SECONDS", "20")),
             pitr_enabled=env.get("UHP_PITR_ENABLED", "false").lower() == "true",
             pitr_retention_days=int(env.get("UHP_PITR_RETENTION_DAYS", "35")),

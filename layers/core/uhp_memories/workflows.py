@@ -12,7 +12,11 @@ from typing import Any
 WORKFLOWS_DIR = Path(__file__).resolve().parents[3] / "functions" / "workflows"
 
 # workflow name -> ASL file
-WORKFLOWS: dict[str, str] = {"erase": "erase.asl.json", "delete": "delete_memory.asl.json"}
+WORKFLOWS: dict[str, str] = {
+    "erase": "erase.asl.json",
+    "delete": "delete_memory.asl.json",
+    "consolidate": "consolidate.asl.json",
+}
 
 # ASL substitution -> step handler (functions.steps.handler.<name>)
 STEPS: dict[str, str] = {
@@ -25,6 +29,8 @@ STEPS: dict[str, str] = {
     "RecordFailure": "record_failure",
     "PurgeSubtree": "purge_subtree",
     "FinishDelete": "finish_delete",
+    "Consolidate": "consolidate",
+    "RecordConsolidationFailure": "record_consolidation_failure",
 }
 
 

@@ -124,6 +124,17 @@ class InMemoryRecordRepository:
             self.versions[(previous.tenant, previous.memory_id, previous.id)] = previous
             self.versions[(revision.tenant, revision.memory_id, revision.id)] = revision
 
+    def reopen(self, forgotten: RecordVersion, revision: RecordVersion) -> None:
+        with self.memories.lock:
+            stored = self.versions.get((forgotten.tenant, forgotten.memory_id, forgotten.id))
+            if stored is None or stored.superseded_by is not None or stored.status != "forgotten":
+                raise StaleVersion(forgotten.id)
+            if not self.memories._live(revision.tenant, revision.memory_id):
+                raise StaleVersion(forgotten.id)
+            self.versions[(forgotten.tenant, forgotten.memory_id, forgotten.id)] = forgotten
+            self.versions[(revision.tenant, revision.memory_id, revision.id)] = revision
+            self.memories.adjust_count(revision.tenant, revision.memory_id, +1)
+
     def close(self, current: RecordVersion, closed: RecordVersion) -> None:
         with self.memories.lock:
             self._check_current(current)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from uhp_memories.api import schemas
+from uhp_memories.domain.consolidation import CONSOLIDATOR, Run
 from uhp_memories.domain.jobs import Job
 from uhp_memories.domain.memories import MemorySummary, MemoryView
 from uhp_memories.domain.models import Grant, Page, Snapshot
@@ -117,3 +118,24 @@ def recall(answer: RecallAnswer) -> dict[str, Any]:
     if out["parent"] is None:
         del out["parent"]
     return out
+
+
+def consolidation(run: Run) -> schemas.ConsolidationOut:
+    counts = {"created": 0, "superseded": 0, "forgotten": 0}
+    for change in run.changes:
+        counts[change.action] += 1
+    return schemas.ConsolidationOut(
+        id=run.id,
+        memory_id=run.memory_id,
+        status=run.status,  # type: ignore[arg-type]
+        trigger=run.trigger,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        read={"episodes": run.episodes_read, "records": run.records_read, "through": run.read_through},
+        changes=counts,
+        usage={"records_read": run.records_read, "input_tokens": 0, "output_tokens": 0},
+        budget={"limit": run.budget_limit, "unit": "records", "exhausted": run.budget_exhausted},
+        written_by=dict(CONSOLIDATOR),
+        reverted_by=run.reverted_by,
+        error=run.error,
+    )

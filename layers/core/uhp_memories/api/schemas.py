@@ -332,6 +332,53 @@ class FreeQueryIn(Strict):
     limit: int = 10
 
 
+class BudgetIn(Strict):
+    limit: int = Field(ge=1, le=10_000, description="records a pass may read")
+    unit: Literal["records"] = "records"
+
+
+class ConsolidationStart(Strict):
+    budget: BudgetIn | None = None
+
+
+class ConsolidationOut(BaseModel):
+    """§9.2. Times in epoch seconds; the budget is counted in records (the native consolidator runs
+    no model, so it uses no tokens)."""
+
+    id: str
+    object: Literal["memory.consolidation"] = "memory.consolidation"
+    memory_id: str
+    status: Literal["queued", "running", "completed", "stopped", "failed", "reverted"]
+    trigger: str
+    started_at: int
+    finished_at: int | None
+    read: dict[str, Any]
+    changes: dict[str, int]
+    usage: dict[str, int]
+    budget: dict[str, Any]
+    written_by: dict[str, str]
+    reverted_by: str | None = None
+    error: str
+
+
+class ConsolidationList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ConsolidationOut]
+    next_cursor: str | None
+
+
+class ChangeOut(BaseModel):
+    record_id: str
+    action: Literal["created", "superseded", "forgotten"]
+    record: RecordOut | None = Field(default=None, description="the version as it is now, when it still exists")
+
+
+class ChangeList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ChangeOut]
+    next_cursor: str | None = None
+
+
 class SnapshotCreate(Strict):
     name: str = Field(min_length=1, max_length=100)
     message: str = Field(default="", max_length=2000)

@@ -31,7 +31,8 @@ def native_provider(free_query_languages: tuple[str, ...] = ()) -> dict[str, Any
         # Erase reports what the deployment keeps beyond reach (backups, streams, snapshots).
         "erase": {"unreachable": "reported"},
         "prime": False,
-        "consolidate": False,
+        # Passes run as visible, bounded, reversible runs (§9.2); the native pass forgets exact repeats.
+        "consolidate": "runs",
         "queries": {"named": True, "free": free},
         "types": False,
         "files": True,

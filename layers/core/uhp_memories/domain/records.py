@@ -436,6 +436,13 @@ class RecordService:
             if not ID_PATTERN.match(ref.get("memory_id", "")) or not ID_PATTERN.match(ref.get("record_id", "")):
                 raise MemoryInvalid("a reference names memory_id (hmem_...) and record_id (hrec_...)")
 
+    def find_view(self, caller: Caller, memory_id: str, record_id: str) -> RecordView | None:
+        """A version of this memory as the caller sees it (read needed), or None when it is gone."""
+        access = self._ports.access(caller)
+        access.require(memory_id, "read")
+        record = self._ports.records.get(caller.tenant, memory_id, record_id)
+        return self._view(access, record) if record is not None else None
+
     def view(self, access: AccessView, record: RecordVersion) -> RecordView:
         """A version as this reader sees it (references resolved with its privileges)."""
         return self._view(access, record)

@@ -189,7 +189,7 @@ class LocalAws:
             )["stateMachineArn"]
             for name in WORKFLOWS
         }
-        return {"erase_state_machine_arn": machines["erase"], "delete_state_machine_arn": machines["delete"]}
+        return {f"{name}_state_machine_arn": arn for name, arn in machines.items()}
 
     def fail_step(self, step: str, times: int) -> None:
         """Make a workflow step fail its next `times` invocations (tests of retries and reports)."""

@@ -89,3 +89,7 @@ def run_sk(job_id: str) -> str:
 
 def query_sk(name: str) -> str:
     return f"Q#{name}"
+
+
+def run_item_sk(run_id: str) -> str:
+    return f"CON#{run_id}"

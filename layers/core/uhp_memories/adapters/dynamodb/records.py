@@ -86,6 +86,24 @@ class DynamoRecordRepository:
         except ConditionFailed:
             raise StaleVersion(previous.id) from None
 
+    def reopen(self, forgotten: RecordVersion, revision: RecordVersion) -> None:
+        operations = [
+            self._table.update_op(
+                keys.memory_pk(forgotten.tenant, forgotten.memory_id),
+                keys.record_sk(forgotten.id),
+                "SET superseded_by = :by",
+                condition="attribute_exists(PK) AND attribute_not_exists(superseded_by) AND #status = :forgotten",
+                values={":by": revision.id, ":forgotten": "forgotten"},
+                names={"#status": "status"},
+            ),
+            *self._put_ops(revision),
+            self._count(revision, +1),
+        ]
+        try:
+            self._table.transact(operations)
+        except ConditionFailed:
+            raise StaleVersion(forgotten.id) from None
+
     def close(self, current: RecordVersion, closed: RecordVersion) -> None:
         try:
             self._table.transact([self._close_op(closed), self._count(closed, -1)])

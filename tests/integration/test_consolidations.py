@@ -1,0 +1,87 @@
+"""§9.2 consolidation runs: visible (runs and their changes), bounded (a budget; a stopped run is
+resumed by the next), reversible (revert appends), and holding the memory while they run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.integration.conftest import Client, ClientFactory, error_code
+
+RUNS = "/v1/memories/{}/consolidations"
+
+
+def _start(client: Client, memory_id: str, **body: Any) -> dict[str, Any]:
+    answer = client.post(RUNS.format(memory_id), body)
+    assert answer.status_code == 201, answer.text
+    return answer.json()
+
+
+def test_a_run_forgets_exact_repeats_and_says_so(alice: Client) -> None:
+    memory = alice.create_memory("Facts")
+    first = alice.remember(memory["id"], "Acme renews in March.")
+    repeat = alice.remember(memory["id"], "  acme renews in   MARCH. ")
+    other = alice.remember(memory["id"], "Globex prefers email.")
+    run = _start(alice, memory["id"])
+    assert run["object"] == "memory.consolidation"
+    assert run["status"] == "completed"
+    assert run["changes"] == {"created": 0, "superseded": 0, "forgotten": 1}
+    assert run["read"]["records"] == 3
+    assert run["written_by"] == {"kind": "consolidator", "id": "native"}
+    assert run["budget"] == {"limit": 1000, "unit": "records", "exhausted": False}
+    active = {r["id"] for r in alice.get(f"/v1/memories/{memory['id']}/records").json()["data"]}
+    assert active == {first["id"], other["id"]}
+    changes = alice.get(RUNS.format(memory["id"]) + f"/{run['id']}/changes").json()["data"]
+    assert [(c["record_id"], c["action"]) for c in changes] == [(repeat["id"], "forgotten")]
+    assert changes[0]["record"]["status"] == "forgotten"
+    listed = alice.get(RUNS.format(memory["id"])).json()["data"]
+    assert [r["id"] for r in listed] == [run["id"]]
+    assert alice.get(RUNS.format(memory["id"]) + f"/{run['id']}").json()["status"] == "completed"
+
+
+def test_revert_makes_what_the_run_forgot_current_again(alice: Client) -> None:
+    memory = alice.create_memory("Facts")
+    alice.remember(memory["id"], "Same words.")
+    repeat = alice.remember(memory["id"], "same words.")
+    run = _start(alice, memory["id"])
+    reverted = alice.post(RUNS.format(memory["id"]) + f"/{run['id']}/revert")
+    assert reverted.status_code == 200, reverted.text
+    assert reverted.json()["status"] == "reverted"
+    history = alice.get(f"/v1/memories/{memory['id']}/records/{repeat['id']}/history").json()["data"]
+    assert [v["status"] for v in history] == ["forgotten", "active"]
+    assert history[-1]["written_by"] == {"kind": "consolidator", "id": "native"}
+    assert history[-1]["content"] == "same words."
+    assert alice.get(f"/v1/memories/{memory['id']}").json()["records"]["count"] == 2
+    again = alice.post(RUNS.format(memory["id"]) + f"/{run['id']}/revert")
+    assert error_code(again) == "memory_conflict"
+
+
+def test_a_budget_stops_a_run_and_the_next_resumes(alice: Client) -> None:
+    memory = alice.create_memory("Facts")
+    for text in ("a", "b", "a", "c", "a"):
+        alice.remember(memory["id"], text)
+    stopped = _start(alice, memory["id"], budget={"limit": 3})
+    assert stopped["status"] == "stopped"
+    assert stopped["budget"]["exhausted"] is True
+    assert stopped["read"]["records"] == 3
+    assert stopped["changes"]["forgotten"] == 1
+    resumed = _start(alice, memory["id"])
+    assert resumed["status"] == "completed"
+    assert resumed["read"]["records"] == 2
+    assert resumed["changes"]["forgotten"] == 1
+    contents = sorted(r["content"] for r in alice.get(f"/v1/memories/{memory['id']}/records").json()["data"])
+    assert contents == ["a", "b", "c"]
+
+
+def test_runs_need_write_to_start_and_read_to_see(alice: Client, make_client: ClientFactory) -> None:
+    memory = alice.create_memory("Facts")
+    reader = make_client("user:reader")
+    alice.grant(memory["id"], "user:reader", "read")
+    assert error_code(reader.post(RUNS.format(memory["id"]), {})) == "memory_forbidden"
+    run = _start(alice, memory["id"])
+    assert reader.get(RUNS.format(memory["id"]) + f"/{run['id']}").status_code == 200
+    assert error_code(reader.post(RUNS.format(memory["id"]) + f"/{run['id']}/revert")) == "memory_forbidden"
+    stranger = make_client("user:stranger")
+    assert error_code(stranger.get(RUNS.format(memory["id"]))) == "memory_not_found"
+    assert error_code(alice.get(RUNS.format(memory["id"]) + f"/hcon_{'0' * 32}")) == "memory_consolidation_not_found"
+    for budget in ({"limit": 0}, {"limit": 10_001}, {"limit": 5, "unit": "tokens"}):
+        assert alice.post(RUNS.format(memory["id"]), {"budget": budget}).status_code == 422
