@@ -397,7 +397,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/snapshots"): {"name": "mine"},
     ("POST", "/recall"): {"query": "what did Acme say?"},
     ("PUT", "/queries/{name}"): {
-        "name": "open_deals_for", "description": "d", "requires": "read", "language": "cypher", "body": "MATCH (n)",
+        "description": "d", "requires": "read", "language": "uhp-recall", "body": {"text": "deal"},
         "params": {"type": "object", "properties": {}},
     },
     ("POST", "/queries/{name}"): {"params": {}},
