@@ -34,7 +34,8 @@ class Access:
     files: bool = False  # reads and writes file bytes (objects and their versions) in the files bucket
     files_purge: bool = False  # lists and deletes every version of objects (erase, memory delete)
     search: bool = False  # IAM-signed requests to the OpenSearch domain, when the stage has one
-    embeddings: bool = False  # bedrock:InvokeModel on the configured embedding model
+    embeddings: bool = False  # bedrock:InvokeModel on the configured embedding model, when the stage has a domain
+    erase_report: bool = False  # writes the erase report: told whether a search domain keeps deleted documents
     start_workflows: tuple[str, ...] = ()  # workflows it starts and waits on (uhp_memories.workflows.WORKFLOWS)
 
 
@@ -58,33 +59,50 @@ class LambdaEntry:
 # API functions read and write the main table; those with write routes keep Idempotency-Key answers.
 API = Access(main_table=True, idempotency_table=True)
 
+# The recall engine (uhp_memories.bootstrap.aws_recall_engine) is built lazily, on the first call that
+# needs it: only functions that index, search or remove documents use the domain, and only those that
+# embed (new record text, a recall query) invoke the model.
+RECALL = Access(main_table=True, idempotency_table=True, search=True, embeddings=True)
+
 FUNCTION_ACCESS: Mapping[str, Access] = {
     AUTHORIZER: Access(keys_table=True),
     "discovery": Access(),  # answers from code alone
+    # Delete hides the subtree and starts the delete workflow, whose purge step drops the documents.
     "memories": Access(main_table=True, idempotency_table=True, start_workflows=("delete",)),
     "grants": API,
-    # A record naming a file copies the upload under the record, then deletes every version of the upload.
-    "records": Access(main_table=True, idempotency_table=True, files=True, files_purge=True),
+    # Remember, revise and forget index after the commit. A record naming a file copies the upload
+    # under the record, then deletes every version of the upload.
+    "records": Access(
+        main_table=True, idempotency_table=True, files=True, files_purge=True, search=True, embeddings=True
+    ),
     "snapshots": API,
-    "recall": API,
-    "queries": API,
-    "observe": API,
+    "recall": RECALL,  # embeds the query, searches the memory and its descendants
+    "queries": RECALL,  # named queries run recall; free queries search the domain
+    "observe": RECALL,  # indexes the episodes after the commit
     "jobs": Access(main_table=True),  # GET only: no idempotency
     "erase": Access(main_table=True, idempotency_table=True, start_workflows=("erase",)),
     "files": Access(main_table=True, idempotency_table=True, files=True),
     "operations": API,
-    "consolidations": API,
+    # Starts a consolidation pass and waits on it; revert appends versions itself (no index after the
+    # commit: the stream indexer brings the index in step).
+    "consolidations": Access(main_table=True, idempotency_table=True, start_workflows=("consolidate",)),
     "harnesses": API,
     # Workflow steps (functions/steps/handler.py): each its own Lambda and role.
     "steps.resolve_erase_targets": Access(main_table=True),
-    "steps.erase_from_index": Access(search=True),
+    "steps.erase_from_index": Access(search=True),  # deletes documents by id: no embedding
     "steps.erase_files": Access(files_purge=True),
     "steps.erase_cached_responses": Access(idempotency_purge=True),
     "steps.erase_records": Access(main_table=True),
-    "steps.finish_erase": Access(main_table=True),
-    "steps.record_failure": Access(main_table=True),
-    "steps.purge_subtree": Access(main_table=True, files_purge=True),
+    "steps.finish_erase": Access(main_table=True, erase_report=True),  # builds the report (Retention)
+    "steps.record_failure": Access(main_table=True),  # reports every target as not yet erased
+    "steps.purge_subtree": Access(main_table=True, files_purge=True, search=True),  # drops each memory's documents
     "steps.finish_delete": Access(main_table=True),
+    "steps.consolidate": Access(main_table=True),  # closes versions in DynamoDB; the indexer follows
+    "steps.record_consolidation_failure": Access(main_table=True),
+    # Workers (functions/<name>/handler.py).
+    # The stream backstop of the index: images come with the stream, so no table access; it embeds
+    # text the index does not hold yet.
+    "indexer": Access(main_table_stream=True, search=True, embeddings=True),
 }
 
 

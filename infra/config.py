@@ -60,6 +60,11 @@ class SearchConfig(_Strict):
     dedicated_master_type: str | None = Field(default=None, pattern=r"^[a-z0-9]+\.[a-z0-9]+\.search$")
     dedicated_master_count: int = Field(default=0, description="0, 3 or 5")
     availability_zones: Literal[2, 3] = Field(default=2, description="used when instance_count > 1")
+    index_name: str = Field(
+        default="uhp-recall-v1",
+        pattern=r"^[a-z0-9][a-z0-9_-]{0,99}$",
+        description="the recall index the functions use (rebuild into a new one with `uhp-memories reindex`)",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> SearchConfig:
@@ -76,6 +81,11 @@ class SearchConfig(_Strict):
     @property
     def zone_awareness(self) -> bool:
         return self.instance_count > 1
+
+    @property
+    def replicas(self) -> int:
+        """Replicas of the recall index when the functions create it: one, where a second node can hold it."""
+        return 1 if self.instance_count > 1 else 0
 
 
 class EmbeddingsConfig(_Strict):

@@ -39,6 +39,13 @@ TIMEOUTS = {
 FILES_OBJECT_ACTIONS = ("s3:GetObject", "s3:GetObjectVersion", "s3:PutObject")
 FILES_PURGE_OBJECT_ACTIONS = ("s3:DeleteObject", "s3:DeleteObjectVersion")
 FILES_PURGE_BUCKET_ACTIONS = ("s3:ListBucketVersions",)
+# The stream consumer: up to 100 changes or 5 seconds a batch (the index is caught up after each commit
+# already; the backstop may lag a little), 10 retries with bisection before a batch's position is
+# given up to the dead-letter queue.
+STREAM_BATCH_SIZE = 100
+STREAM_BATCHING_WINDOW = Duration.seconds(5)
+STREAM_RETRY_ATTEMPTS = 10
+RECORD_ENTITY = "record"  # uhp_memories.adapters.dynamodb.items.record_item
 
 
 class ServiceFunctions(Construct):
@@ -98,8 +105,11 @@ class ServiceFunctions(Construct):
 
     def _environment(self, access: Access) -> dict[str, str]:
         data, env = self._data, {}
-        if access.main_table or access.main_table_stream:
+        # The table, and what the stage keeps of it beyond erase (the erase report states it). The
+        # stream consumer reads images off the stream, never the table.
+        if access.main_table:
             env["UHP_TABLE_NAME"] = data.main_table.table_name
+        if access.main_table or access.erase_report:
             env.update(self._config.data_protection_environment(stream=MAIN_TABLE.stream))
         if access.keys_table:
             env["UHP_KEYS_TABLE_NAME"] = data.keys_table.table_name
@@ -108,10 +118,14 @@ class ServiceFunctions(Construct):
             env["UHP_IDEMPOTENCY_SECONDS"] = str(self._config.idempotency_seconds)
         if access.files or access.files_purge:
             env["UHP_FILES_BUCKET"] = data.files_bucket.bucket_name
-        if access.search and self._search is not None:
-            env["UHP_SEARCH_ENDPOINT"] = self._search.endpoint
-        if access.embeddings:
+        # Without a domain the functions run without the index (recall answers memory_unavailable).
+        if self._search is not None and (access.search or access.embeddings):
+            env.update(self._search.environment)
+            # The index is bound to one embedding model: whoever opens it names the model, even to delete.
             env.update(self._embeddings.environment)
+        if self._search is not None and access.erase_report:
+            # The report names the domain's segments as keeping deleted documents until a merge.
+            env["UHP_SEARCH_ENDPOINT"] = self._search.url
         return env
 
     def _grant(self, function: ServiceFunction, access: Access) -> None:
@@ -136,18 +150,24 @@ class ServiceFunctions(Construct):
                 "Objects are keyed by tenant, memory and file id at run time; the role reaches the objects "
                 "of this one bucket only.",
             )
-        # A stage without a search domain has nothing to grant; the function then runs without the index.
-        if access.search and self._search is not None:
-            self._search.grant_read_write(function)
-        if access.embeddings:
-            self._embeddings.grant_invoke(function)
-        if access.main_table_stream:
-            self._consume_main_table_stream(function)
+        # A stage without a search domain has nothing to grant: the functions then run without the index,
+        # never embed, and the indexer has nothing to keep in step.
+        if self._search is not None:
+            if access.search:
+                self._search.grant_read_write(function)
+            if access.embeddings:
+                self._embeddings.grant_invoke(function)
+            if access.main_table_stream:
+                self._consume_main_table_stream(function)
 
     def _consume_main_table_stream(self, function: ServiceFunction) -> None:
-        """Changes of the main table, in order per item; a batch that keeps failing is bisected down to
-        the one bad change, whose position goes to a dead-letter queue (the indexer alarms and
-        `reindex` take it from there)."""
+        """Changes of record items of the main table, in order per item; the function reports the
+        changes that failed, Lambda retries from the first of them, bisects a batch that keeps failing,
+        and after its retries sends the batch's position (never its content) to a dead-letter queue,
+        which alarms (`uhp-memories reindex` takes it from there).
+
+        TRIM_HORIZON: a consumer added to a running stage catches up the last 24 hours of changes
+        (indexing is idempotent, and a replayed version reuses the vector the index holds)."""
         dead_letters = sqs.Queue(
             function,
             "StreamFailures",
@@ -165,11 +185,17 @@ class ServiceFunctions(Construct):
             event_sources.DynamoEventSource(
                 self._data.main_table,
                 starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-                batch_size=100,
+                batch_size=STREAM_BATCH_SIZE,
+                max_batching_window=STREAM_BATCHING_WINDOW,
                 bisect_batch_on_error=True,
-                retry_attempts=10,
+                retry_attempts=STREAM_RETRY_ATTEMPTS,
                 report_batch_item_failures=True,
                 on_failure=event_sources.SqsDlq(dead_letters),
+                # Only changes of record items reach the function (a REMOVE carries the old image).
+                filters=[
+                    lambda_.FilterCriteria.filter({"dynamodb": {image: {"entity": {"S": [RECORD_ENTITY]}}}})
+                    for image in ("NewImage", "OldImage")
+                ],
             )
         )
         acknowledge(

@@ -102,7 +102,22 @@ class Search(Construct):
 
     @property
     def endpoint(self) -> str:
+        """The domain's host name (no scheme)."""
         return self.domain.domain_endpoint
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.domain.domain_endpoint}"
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """What uhp_memories.settings reads to reach the recall index."""
+        search = self._config.search
+        return {
+            "UHP_SEARCH_ENDPOINT": self.url,
+            "UHP_SEARCH_INDEX": search.index_name,
+            "UHP_SEARCH_REPLICAS": str(search.replicas),
+        }
 
     def _acknowledge_findings(self, search: SearchConfig) -> None:
         reason_public = (

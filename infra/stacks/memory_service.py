@@ -38,6 +38,8 @@ OUTPUTS = (
     "TenantBurstLimit",
     "TenantQuotaPerMonth",
 )
+# With a search domain (`uhp-memories reindex` reads them).
+SEARCH_OUTPUTS = ("SearchEndpoint", "SearchIndexName", "SearchIndexReplicas", "EmbeddingModelId", "EmbeddingDimensions")
 
 
 class MemoryServiceStack(Stack):
@@ -126,6 +128,11 @@ class MemoryServiceStack(Stack):
             "TenantQuotaPerMonth": str(self.config.api.tenant_quota_per_month),
         }
         if self.search is not None:
-            values["SearchEndpoint"] = self.search.endpoint
+            # What `uhp-memories reindex --stack` needs to open the index as the functions do.
+            values["SearchEndpoint"] = self.search.url
+            values["SearchIndexName"] = self.config.search.index_name
+            values["SearchIndexReplicas"] = str(self.config.search.replicas)
+            values["EmbeddingModelId"] = self.config.embeddings.model_id
+            values["EmbeddingDimensions"] = str(self.config.embeddings.dimensions)
         for name, value in values.items():
             CfnOutput(self, name, value=value)

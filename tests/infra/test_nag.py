@@ -20,12 +20,23 @@ from tests.infra.conftest import Synth, render, synthesize
 def every_capability(clean_checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> Synth:
     root = tmp_path_factory.mktemp("every-capability") / "repo"
     shutil.copytree(clean_checkout, root)
-    (root / "functions" / "indexer").mkdir()
-    (root / "functions" / "indexer" / "__init__.py").write_text("")
-    (root / "functions" / "indexer" / "handler.py").write_text("def lambda_handler(event, context):\n    return {}\n")
+    (root / "functions" / "worker").mkdir()
+    (root / "functions" / "worker" / "__init__.py").write_text("")
+    (root / "functions" / "worker" / "handler.py").write_text("def lambda_handler(event, context):\n    return {}\n")
+    # A second stream consumer that uses every store, beside the real indexer.
     catalog = {
         **FUNCTION_ACCESS,
-        "indexer": Access(main_table_stream=True, search=True, embeddings=True, files=True, files_purge=True),
+        "worker": Access(
+            main_table=True,
+            main_table_stream=True,
+            idempotency_table=True,
+            idempotency_purge=True,
+            search=True,
+            embeddings=True,
+            erase_report=True,
+            files=True,
+            files_purge=True,
+        ),
     }
     return synthesize(root, "prod", tmp_path_factory.mktemp("cdk-every-capability"), catalog=catalog)
 
@@ -57,15 +68,17 @@ def test_every_acknowledgment_carries_a_reason(synth_stage, stage: str) -> None:
         assert len(rule["reason"].strip()) >= MIN_REASON_CHARS, rule
 
 
-def test_the_indexer_consumes_the_stream_with_a_dead_letter_queue_and_backlog_alarms(every_capability: Synth) -> None:
-    mapping = next(iter(every_capability.of_type("AWS::Lambda::EventSourceMapping").values()))["Properties"]
+def test_every_stream_consumer_has_a_dead_letter_queue_and_backlog_alarms(every_capability: Synth) -> None:
+    mappings = [m["Properties"] for m in every_capability.of_type("AWS::Lambda::EventSourceMapping").values()]
     alarms = [a["Properties"] for a in every_capability.of_type("AWS::CloudWatch::Alarm").values()]
 
-    assert mapping["BisectBatchOnFunctionError"] is True
-    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert "OnFailure" in mapping["DestinationConfig"]
-    assert any(a.get("MetricName") == "IteratorAge" for a in alarms)
-    assert any(a.get("MetricName") == "ApproximateNumberOfMessagesVisible" for a in alarms)
+    assert len(mappings) == 2  # the indexer and the made-up worker
+    for mapping in mappings:
+        assert mapping["BisectBatchOnFunctionError"] is True
+        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert "OnFailure" in mapping["DestinationConfig"]
+    assert sum(a.get("MetricName") == "IteratorAge" for a in alarms) == 2
+    assert sum(a.get("MetricName") == "ApproximateNumberOfMessagesVisible" for a in alarms) == 2
 
 
 def test_embeddings_permission_names_the_configured_model(every_capability: Synth) -> None:
@@ -76,10 +89,11 @@ def test_embeddings_permission_names_the_configured_model(every_capability: Synt
         if s["Action"] == "bedrock:InvokeModel"
     ]
 
-    assert len(statements) == 1
-    assert render(statements[0]["Resource"]).endswith(
-        ":bedrock:eu-west-1::foundation-model/amazon.titan-embed-text-v2:0"
-    )
+    assert len(statements) == len([a for a in FUNCTION_ACCESS.values() if a.embeddings]) + 1  # + the worker
+    for statement in statements:
+        assert render(statement["Resource"]).endswith(
+            ":bedrock:eu-west-1::foundation-model/amazon.titan-embed-text-v2:0"
+        )
 
 
 def test_cfn_lint_finds_no_errors(prod: Synth) -> None:

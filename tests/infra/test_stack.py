@@ -4,7 +4,10 @@ monitoring."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +18,7 @@ from aws_cdk.assertions import Match, Template
 
 from infra.catalog import FUNCTION_ACCESS, Access, lambda_entries
 from infra.layout import REPO
-from tests.infra.conftest import Synth, as_list, render
+from tests.infra.conftest import Synth, as_list, render, synthesize
 from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE, KEYS_TABLE, MAIN_TABLE, TableSpec
 from uhp_memories.api.routes import FUNCTIONS, ROUTES
 from uhp_memories.workflows import STEPS, WORKFLOWS
@@ -36,6 +39,22 @@ IDEMPOTENCY_PURGE = {"dynamodb:Scan", "dynamodb:DeleteItem"}
 FILES = {"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}
 FILES_PURGE = {"s3:DeleteObject", "s3:DeleteObjectVersion"}
 SEARCH = {"es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"}
+STREAM_READ = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
+DEAD_LETTER_SEND = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
+SEARCH_ENV = {"UHP_SEARCH_ENDPOINT", "UHP_SEARCH_INDEX", "UHP_SEARCH_REPLICAS"}
+EMBEDDING_ENV = {"UHP_EMBEDDING_MODEL_ID", "UHP_EMBEDDING_DIMENSIONS"}
+
+
+@pytest.fixture(scope="module")
+def no_search(clean_checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The small stage with `search.enabled: false`: no domain, so nothing reaches an index."""
+    root = tmp_path_factory.mktemp("no-search") / "repo"
+    shutil.copytree(clean_checkout, root)
+    cdk = json.loads((root / "cdk.json").read_text())
+    stages = cdk["context"]["uhp-memories:stages"]
+    stages["nosearch"] = {**stages["dev"], "search": {"enabled": False}}
+    (root / "cdk.json").write_text(json.dumps(cdk))
+    return synthesize(root, "nosearch", tmp_path_factory.mktemp("cdk-no-search"))
 
 
 def table_id(synth: Synth, spec: TableSpec) -> str:
@@ -56,6 +75,21 @@ def functions_by_handler(synth: Synth) -> dict[str, str]:
 def lambda_id(synth: Synth, catalog_name: str) -> str:
     entry = next(e for e in lambda_entries(REPO) if e.name == catalog_name)
     return functions_by_handler(synth)[f"functions.{entry.package}.handler.{entry.handler}"]
+
+
+def dead_letter_queue(synth: Synth, name: str) -> str:
+    """The on-failure queue of a stream consumer's event source mapping."""
+    function = lambda_id(synth, name)
+    (mapping,) = [
+        m["Properties"]
+        for m in synth.of_type("AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["FunctionName"] == {"Ref": function}
+    ]
+    return render(mapping["DestinationConfig"]["OnFailure"]["Destination"]).strip("<>").removesuffix(".Arn")
+
+
+def environment(synth: Synth, name: str) -> dict[str, Any]:
+    return synth.resources[lambda_id(synth, name)]["Properties"]["Environment"]["Variables"]
 
 
 def resource_paths(synth: Synth) -> dict[str, str]:
@@ -108,9 +142,16 @@ def expected_permissions(synth: Synth, name: str, access: Access) -> set[tuple[s
         pairs |= {(a, f"<{bucket}.Arn>/*") for a in FILES}
     if access.files_purge:
         pairs |= {(a, f"<{bucket}.Arn>/*") for a in FILES_PURGE} | {("s3:ListBucketVersions", f"<{bucket}.Arn>")}
-    if access.search:
-        domain = next(iter(synth.of_type("AWS::OpenSearchService::Domain")))
-        pairs |= {(a, r) for a in SEARCH for r in (f"<{domain}.Arn>", f"<{domain}.Arn>/*")}
+    domains = list(synth.of_type("AWS::OpenSearchService::Domain"))
+    # Without a domain, nothing of the index is granted: no search, no embeddings, no stream consumer.
+    if access.search and domains:
+        pairs |= {(a, r) for a in SEARCH for r in (f"<{domains[0]}.Arn>", f"<{domains[0]}.Arn>/*")}
+    if access.embeddings and domains:
+        model = synth.stack.config.embeddings.model_id
+        pairs.add(("bedrock:InvokeModel", f"arn:aws:bedrock:{synth.stack.region}::foundation-model/{model}"))
+    if access.main_table_stream and domains:
+        pairs |= {(a, f"<{main}.StreamArn>") for a in STREAM_READ} | {("dynamodb:ListStreams", "*")}
+        pairs |= {(a, f"<{dead_letter_queue(synth, name)}.Arn>") for a in DEAD_LETTER_SEND}
     for workflow in access.start_workflows:
         machine = next(
             n
@@ -292,6 +333,69 @@ def test_each_function_has_only_the_permissions_it_uses(prod: Synth, name: str) 
     assert permissions(prod, lambda_id(prod, name)) == expected_permissions(prod, name, FUNCTION_ACCESS[name])
 
 
+@pytest.mark.parametrize("name", sorted(FUNCTION_ACCESS))
+def test_without_a_search_domain_no_function_reaches_the_index(no_search: Synth, name: str) -> None:
+    assert permissions(no_search, lambda_id(no_search, name)) == expected_permissions(
+        no_search, name, FUNCTION_ACCESS[name]
+    )
+    assert not (SEARCH_ENV | EMBEDDING_ENV) & set(environment(no_search, name)), name
+
+
+def test_the_functions_that_index_search_or_embed_are_exactly_those_the_code_paths_need() -> None:
+    """bootstrap builds the recall engine lazily: only code paths that call it need the domain."""
+    uses_index = {name for name, access in FUNCTION_ACCESS.items() if access.search}
+    embeds = {name for name, access in FUNCTION_ACCESS.items() if access.embeddings}
+
+    # RecordService indexes after each commit; recall and named queries embed the query; the indexer
+    # indexes stream images; erase and memory delete remove documents without embedding anything.
+    assert uses_index == {
+        "records",
+        "observe",
+        "recall",
+        "queries",
+        "indexer",
+        "steps.erase_from_index",
+        "steps.purge_subtree",
+    }
+    assert embeds == uses_index - {"steps.erase_from_index", "steps.purge_subtree"}
+    assert not FUNCTION_ACCESS["memories"].search, "memory delete drops documents in the workflow's purge step"
+
+
+@pytest.mark.parametrize("stage", ["prod", "dev"])
+def test_functions_that_use_the_index_are_told_where_it_is_and_which_model_made_it(synth_stage, stage: str) -> None:
+    synth = synth_stage(stage)
+    config = synth.stack.config
+    domain = next(iter(synth.of_type("AWS::OpenSearchService::Domain")))
+    expected = {
+        "UHP_SEARCH_ENDPOINT": f"https://<{domain}.DomainEndpoint>",
+        "UHP_SEARCH_INDEX": config.search.index_name,
+        "UHP_SEARCH_REPLICAS": "1" if config.search.instance_count > 1 else "0",
+        "UHP_EMBEDDING_MODEL_ID": config.embeddings.model_id,
+        "UHP_EMBEDDING_DIMENSIONS": str(config.embeddings.dimensions),
+    }
+
+    for name, access in FUNCTION_ACCESS.items():
+        env = {k: render(v) for k, v in environment(synth, name).items() if k in SEARCH_ENV | EMBEDDING_ENV}
+        if access.search or access.embeddings:
+            assert env == expected, name
+        elif access.erase_report:
+            assert env == {"UHP_SEARCH_ENDPOINT": expected["UHP_SEARCH_ENDPOINT"]}, name
+        else:
+            assert env == {}, name
+
+
+def test_the_settings_read_what_the_stack_sets_for_search(prod: Synth, monkeypatch: pytest.MonkeyPatch) -> None:
+    from uhp_memories.settings import Settings
+
+    for name, value in environment(prod, "indexer").items():
+        monkeypatch.setenv(name, render(value))
+    settings = Settings.from_env()
+
+    assert settings.search_endpoint.startswith("https://<")
+    assert (settings.search_index, settings.search_replicas) == ("uhp-recall-v1", 1)
+    assert (settings.embedding_model_id, settings.embedding_dimensions) == ("amazon.titan-embed-text-v2:0", 1024)
+
+
 def test_the_authorizer_only_reads_keys_and_no_api_function_can(prod: Synth) -> None:
     keys = table_id(prod, KEYS_TABLE)
 
@@ -336,6 +440,43 @@ def test_a_small_stage_reports_no_backups(dev: Synth) -> None:
     erase = dev.resources[lambda_id(dev, "erase")]["Properties"]["Environment"]["Variables"]
 
     assert (erase["UHP_PITR_ENABLED"], erase["UHP_PITR_RETENTION_DAYS"]) == ("false", "0")
+
+
+def erase_report(synth: Synth, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """What the deployed finish_erase step reports as unreachable for one erased version: its
+    environment read by Settings, its Retention built by bootstrap as in Lambda."""
+    from uhp_memories import bootstrap
+    from uhp_memories.settings import Settings
+
+    for name in list(os.environ):
+        if name.startswith("UHP_"):
+            monkeypatch.delenv(name)
+    for name, value in environment(synth, "steps.finish_erase").items():
+        monkeypatch.setenv(name, render(value))
+    container = bootstrap.build(Settings.from_env(), dynamodb_client=None, s3_client=None)
+    entries = container.removal._retention.unreachable("hrec_" + "1" * 32, "hmem_" + "2" * 32, 0)
+    return {entry["where"]: entry["until"] for entry in entries}
+
+
+def test_the_erase_report_states_what_the_deployed_stage_keeps(
+    prod: Synth, dev: Synth, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # prod: 35 days of PITR, the main table's stream (24 hours), the domain's automated snapshots
+    # (14 days) and its segments (deleted documents until a merge).
+    assert erase_report(prod, monkeypatch) == {
+        "dynamodb_point_in_time_recovery": "1970-02-05T00:00:00.000Z",
+        "dynamodb_stream": "1970-01-02T00:00:00.000Z",
+        "opensearch_snapshots": "1970-01-15T00:00:00.000Z",
+        "opensearch_segments": "the next segment merge",
+    }
+    # dev: no PITR; the same stream and domain.
+    assert set(erase_report(dev, monkeypatch)) == {"dynamodb_stream", "opensearch_snapshots", "opensearch_segments"}
+
+
+def test_a_stage_without_a_search_domain_reports_no_search_copies(
+    no_search: Synth, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert set(erase_report(no_search, monkeypatch)) == {"dynamodb_stream"}
 
 
 # -- data stores -----------------------------------------------------------------------------
@@ -474,6 +615,52 @@ def test_a_state_machine_may_invoke_only_its_own_steps(prod: Synth) -> None:
         assert invoked == {render(v) for v in props["DefinitionSubstitutions"].values()}
 
 
+# -- the search indexer ----------------------------------------------------------------------
+
+
+def test_the_indexer_consumes_record_changes_of_the_main_table_stream(prod: Synth) -> None:
+    (mapping,) = [m["Properties"] for m in prod.of_type("AWS::Lambda::EventSourceMapping").values()]
+    queue = dead_letter_queue(prod, "indexer")
+
+    assert mapping["FunctionName"] == {"Ref": lambda_id(prod, "indexer")}
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_id(prod, MAIN_TABLE), "StreamArn"]}
+    assert mapping["StartingPosition"] == "TRIM_HORIZON"
+    assert (mapping["BatchSize"], mapping["MaximumBatchingWindowInSeconds"]) == (100, 5)
+    assert mapping["BisectBatchOnFunctionError"] is True
+    assert mapping["MaximumRetryAttempts"] == 10
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert prod.resources[queue]["Type"] == "AWS::SQS::Queue"
+    # Only record items: the new image of an INSERT or MODIFY, the old image of a REMOVE.
+    patterns = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
+    assert patterns == [
+        {"dynamodb": {"NewImage": {"entity": {"S": ["record"]}}}},
+        {"dynamodb": {"OldImage": {"entity": {"S": ["record"]}}}},
+    ]
+    assert prod.resources[lambda_id(prod, "indexer")]["Properties"]["Handler"] == (
+        "functions.indexer.handler.lambda_handler"
+    )
+
+
+def test_the_indexer_backlog_and_given_up_changes_alarm(prod: Synth) -> None:
+    indexer = lambda_id(prod, "indexer")
+    queue = dead_letter_queue(prod, "indexer")
+    alarms = [a["Properties"] for a in prod.of_type("AWS::CloudWatch::Alarm").values()]
+
+    (backlog,) = [a for a in alarms if a.get("MetricName") == "IteratorAge"]
+    assert backlog["Namespace"] == "AWS/Lambda"
+    assert backlog["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": indexer}}]
+    assert (backlog["Statistic"], backlog["Threshold"]) == ("Maximum", 5 * 60 * 1000)
+    (given_up,) = [a for a in alarms if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"]
+    assert given_up["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}]
+    assert given_up["Threshold"] == 1
+
+
+def test_a_stage_without_a_search_domain_has_no_indexer_stream(no_search: Synth) -> None:
+    assert no_search.of_type("AWS::OpenSearchService::Domain") == {}
+    assert no_search.of_type("AWS::Lambda::EventSourceMapping") == {}
+    assert "SearchEndpoint" not in no_search.template["Outputs"]
+
+
 # -- monitoring ------------------------------------------------------------------------------
 
 
@@ -491,6 +678,22 @@ def test_alarms_cover_5xx_throttles_workflows_and_search(prod: Synth) -> None:
     for alarm in prod.of_type("AWS::CloudWatch::Alarm").values():
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic}]
     assert len(prod.of_type("AWS::CloudWatch::Dashboard")) == 1
+
+
+def test_the_stack_names_what_reindex_reads(prod: Synth) -> None:
+    from infra.stacks.memory_service import SEARCH_OUTPUTS
+
+    outputs = prod.template["Outputs"]
+    domain = next(iter(prod.of_type("AWS::OpenSearchService::Domain")))
+
+    assert set(SEARCH_OUTPUTS) <= set(outputs)
+    assert render(outputs["SearchEndpoint"]["Value"]) == f"https://<{domain}.DomainEndpoint>"
+    assert outputs["SearchIndexName"]["Value"] == "uhp-recall-v1"
+    assert (outputs["EmbeddingModelId"]["Value"], outputs["EmbeddingDimensions"]["Value"]) == (
+        "amazon.titan-embed-text-v2:0",
+        "1024",
+    )
+    assert render(outputs["MainTableName"]["Value"]) == f"<{table_id(prod, MAIN_TABLE)}>"
 
 
 def test_the_stack_names_what_the_admin_commands_read(prod: Synth) -> None:

@@ -52,6 +52,8 @@ def test_a_misspelled_setting_is_refused() -> None:
         {"search": {"dedicated_master_count": 3}},
         {"search": {"instance_count": 3, "availability_zones": 2}},
         {"search": {"instance_type": "r7g.large"}},
+        {"search": {"index_name": "Recall Index"}},
+        {"search": {"index_name": "_hidden"}},
         {"log_retention_days": 31},
         {"backup_retention_days": 36},
         {"removal_policy": "snapshot"},
@@ -102,3 +104,11 @@ def test_the_settings_read_what_the_stack_sets(monkeypatch: pytest.MonkeyPatch) 
         settings.stream_enabled,
         settings.search_snapshot_retention_days,
     ) == (True, 9, True, 14)
+
+
+def test_the_recall_index_has_a_replica_where_a_second_node_can_hold_it() -> None:
+    single = StageConfig.model_validate({"name": "s"})
+    multi = StageConfig.model_validate({"name": "m", "search": {"instance_count": 2, "index_name": "uhp-recall-v2"}})
+
+    assert (single.search.index_name, single.search.replicas) == ("uhp-recall-v1", 0)
+    assert (multi.search.index_name, multi.search.replicas) == ("uhp-recall-v2", 1)

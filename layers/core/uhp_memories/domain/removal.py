@@ -51,6 +51,8 @@ class Retention:
     stream_enabled: bool = False
     stream_retention_hours: int = 24
     search_snapshot_retention_days: int = 0
+    # A search domain holds the index: a deleted document stays in its segment files until a merge.
+    search_segments: bool = False
 
     def unreachable(self, record_id: str, memory_id: str, now_ms: int) -> list[dict[str, str]]:
         """What still holds a copy of one erased record version. `memory_id` is kept for the
@@ -79,6 +81,15 @@ class Retention:
                 "where": "opensearch_snapshots",
                 "reason": "automated snapshots of the search domain keep indexed text for their retention",
                 "until": format_ms(now_ms + self.search_snapshot_retention_days * DAY_MS),
+            })
+        if self.search_segments:
+            entries.append({
+                "record_id": record_id,
+                "memory_id": memory_id,
+                "where": "opensearch_segments",
+                "reason": "a deleted document stays in the search index's segment files, unsearchable, until a "
+                "merge rewrites them",
+                "until": "the next segment merge",
             })
         return entries
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from uhp_memories.admin import cli as admin
+from uhp_memories.admin import reindex
 from uhp_memories.local.moto_env import LocalAws, dev_key, load_keys_file
 
 
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     serve_cmd.add_argument("--keys-file", help='JSON: {"keys": [{"key", "tenant", "principal", "groups"}]}')
     serve_cmd.set_defaults(run=serve)
     admin.add_commands(commands)  # tenants, keys: administration of a deployed stage
+    reindex.add_command(commands)  # reindex: rebuild a deployed stage's recall index from DynamoDB
     args = parser.parse_args(argv)
     if args.command in ("tenants", "keys"):
         return admin.run(args)

@@ -1,0 +1,1 @@
+"""The search indexer: a worker that keeps the recall index in step with the main table's stream."""

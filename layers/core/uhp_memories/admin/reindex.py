@@ -1,0 +1,423 @@
+"""`uhp-memories reindex`: rebuild the recall index of a deployed stage from DynamoDB.
+
+DynamoDB is the source of truth and the index is derived from it: this scans every record item of the
+main table, page by page, and indexes each version as the functions do (RecordService after each
+commit, the stream indexer as its backstop). Indexing is an idempotent upsert and a version closes
+only once, so a reindex may run while the stage serves traffic.
+
+After each batch it reads the batch's keys again (consistently): a version erased while the batch
+was on its way is removed from the index at once, so a reindex racing an erase never puts erased
+content back (an erase that deletes the items later has its stream REMOVE undo the write).
+
+A plain reindex adds and updates documents; it never removes one otherwise. `--from-scratch` drops the index
+first, so documents DynamoDB no longer holds go too, and the index is created again with the stage's
+mapping and embedding model (needed after a change of model or dimensions). While it runs, recall
+misses what is not indexed yet; to rebuild without that gap, reindex into a new `--index-name`, then
+point the stage at it (`search.index_name` in cdk.json) and deploy.
+
+Runs on an operator's machine with AWS credentials; never deployed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from uhp_memories.adapters.dynamodb import keys
+from uhp_memories.adapters.dynamodb.items import from_dynamo, record_from
+from uhp_memories.admin.target import TargetError
+from uhp_memories.domain.models import RecordVersion
+from uhp_memories.search.engine import RecallEngine
+from uhp_memories.search.errors import EmbeddingModelMismatch, SearchUnavailable
+from uhp_memories.settings import Settings
+
+RECORD_ENTITY = "record"
+PAGE_SIZE = 200  # items a Scan page evaluates (record items and others)
+BATCH_SIZE = 50  # versions per index call (one OpenSearch _bulk)
+ATTEMPTS = 5  # per batch, while the domain or the model answers "unavailable"
+BACKOFF_SECONDS = 2.0
+# Stack outputs (infra/stacks/memory_service.py) -> what they name.
+STACK_OUTPUTS = {
+    "MainTableName": "table",
+    "SearchEndpoint": "search_endpoint",
+    "SearchIndexName": "index_name",
+    "SearchIndexReplicas": "replicas",
+    "EmbeddingModelId": "embedding_model_id",
+    "EmbeddingDimensions": "embedding_dimensions",
+}
+
+
+class ReindexError(Exception):
+    pass
+
+
+# -- reading DynamoDB --------------------------------------------------------------------------
+
+
+@dataclass
+class Page:
+    scanned: int  # items the page evaluated
+    versions: list[RecordVersion]
+    unreadable: list[dict[str, str]]  # keys of record items that do not read (never their content)
+
+
+def record_pages(dynamodb: Any, table: str, *, page_size: int = PAGE_SIZE) -> Iterator[Page]:
+    """Every record item of the main table, one Scan page at a time."""
+    request: dict[str, Any] = {
+        "TableName": table,
+        "Limit": page_size,
+        "FilterExpression": "#entity = :record",
+        "ExpressionAttributeNames": {"#entity": "entity"},
+        "ExpressionAttributeValues": {":record": {"S": RECORD_ENTITY}},
+    }
+    while True:
+        answer = dynamodb.scan(**request)
+        versions, unreadable = [], []
+        for raw in answer.get("Items", []):
+            item = from_dynamo(raw)
+            try:
+                versions.append(record_from(item))
+            except (KeyError, TypeError, ValueError):
+                unreadable.append({"PK": str(item.get("PK")), "SK": str(item.get("SK"))})
+        yield Page(int(answer.get("ScannedCount", 0)), versions, unreadable)
+        if not answer.get("LastEvaluatedKey"):
+            return
+        request["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
+
+# -- the index ---------------------------------------------------------------------------------
+
+
+class IndexTarget(Protocol):
+    """The index to rebuild: a way to drop it, and the engine that writes it."""
+
+    @property
+    def description(self) -> str: ...
+
+    def drop(self) -> None: ...
+
+    def engine(self) -> RecallEngine: ...
+
+
+@dataclass
+class OpenSearchTarget:
+    """One OpenSearch index, through an `opensearchpy.OpenSearch` client, with the stage's embedder."""
+
+    client: Any
+    embedder: Any  # the Embedder port: Titan in AWS
+    index_name: str
+    replicas: int = 1
+    _engine: RecallEngine | None = field(default=None, init=False, repr=False)
+
+    @property
+    def description(self) -> str:
+        return f"OpenSearch index {self.index_name} ({self.embedder.model_id}, {self.embedder.dimensions} dimensions)"
+
+    def drop(self) -> None:
+        self.client.indices.delete(index=self.index_name, ignore=[404])
+        self._engine = None
+
+    def engine(self) -> RecallEngine:
+        if self._engine is None:
+            from uhp_memories.search.opensearch import OpenSearchIndex
+
+            index = OpenSearchIndex(
+                self.client,
+                self.index_name,
+                model_id=self.embedder.model_id,
+                dimensions=self.embedder.dimensions,
+                replicas=self.replicas,
+                # A bulk load: documents show at the index's next refresh, not one by one.
+                refresh=False,
+            )
+            # Created now (or its model checked), before the first batch: after a drop, the index
+            # exists again at once with the project's mapping.
+            index.ensure_index()
+            self._engine = RecallEngine(index, self.embedder)
+        return self._engine
+
+
+def aws_target(settings: Settings, session: Any) -> OpenSearchTarget:
+    """The stage's index as the functions open it (uhp_memories.bootstrap.aws_recall_engine), signed
+    with this session's credentials."""
+    from uhp_memories.search.bedrock import TitanEmbedder
+    from uhp_memories.search.opensearch import connect
+
+    embedder = TitanEmbedder(
+        session.client("bedrock-runtime", region_name=settings.region),
+        dimensions=settings.embedding_dimensions,
+        model_id=settings.embedding_model_id,
+    )
+    client = connect(settings.search_endpoint, region=settings.region, credentials=session.get_credentials())
+    return OpenSearchTarget(client, embedder, settings.search_index, settings.search_replicas)
+
+
+# -- the rebuild -------------------------------------------------------------------------------
+
+
+@dataclass
+class ReindexReport:
+    table: str
+    index: str
+    dropped: bool = False
+    pages: int = 0
+    scanned_items: int = 0
+    indexed_versions: int = 0
+    vanished_versions: int = 0  # erased while they were being indexed, and removed again
+    retries: int = 0
+    unreadable: list[dict[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def reindex(
+    dynamodb: Any,
+    table: str,
+    target: IndexTarget,
+    *,
+    from_scratch: bool = False,
+    page_size: int = PAGE_SIZE,
+    batch_size: int = BATCH_SIZE,
+    attempts: int = ATTEMPTS,
+    sleep: Callable[[float], None] = time.sleep,
+    progress: Callable[[ReindexReport], None] = lambda report: None,
+) -> ReindexReport:
+    """Index every record version of `table` into `target` (re-embedding open versions; a closed
+    version keeps the vector the index holds for it). With `from_scratch`, drop the index first."""
+    started = time.monotonic()
+    report = ReindexReport(table=table, index=target.description)
+    if from_scratch:
+        target.drop()
+        report.dropped = True
+    engine = target.engine()
+    for page in record_pages(dynamodb, table, page_size=page_size):
+        report.pages += 1
+        report.scanned_items += page.scanned
+        report.unreadable += page.unreadable
+        for start in range(0, len(page.versions), batch_size):
+            batch = page.versions[start : start + batch_size]
+            report.retries += _index_with_retries(engine, batch, attempts, sleep)
+            vanished = _vanished(dynamodb, table, batch, sleep)
+            for (tenant, memory_id), ids in vanished.items():
+                engine.erase(tenant, memory_id, ids)
+            report.vanished_versions += sum(len(ids) for ids in vanished.values())
+            report.indexed_versions += len(batch) - sum(len(ids) for ids in vanished.values())
+        progress(report)
+    report.seconds = round(time.monotonic() - started, 3)
+    return report
+
+
+def _vanished(
+    dynamodb: Any, table: str, batch: Sequence[RecordVersion], sleep: Callable[[float], None]
+) -> dict[tuple[str, str], list[str]]:
+    """The versions of `batch` the table no longer holds (an erase deleted them meanwhile)."""
+    wanted = {(keys.memory_pk(v.tenant, v.memory_id), keys.record_sk(v.id)): v for v in batch}
+    request: dict[str, Any] = {
+        table: {
+            "Keys": [{"PK": {"S": pk}, "SK": {"S": sk}} for pk, sk in wanted],
+            "ProjectionExpression": "PK, SK",
+            "ConsistentRead": True,
+        }
+    }
+    present: set[tuple[str, str]] = set()
+    for attempt in range(100):
+        answer = dynamodb.batch_get_item(RequestItems=request)
+        present |= {(item["PK"]["S"], item["SK"]["S"]) for item in answer.get("Responses", {}).get(table, [])}
+        request = answer.get("UnprocessedKeys") or {}
+        if not request:
+            break
+        sleep(min(BACKOFF_SECONDS, 0.05 * 2**attempt))
+    else:
+        raise ReindexError("DynamoDB kept leaving keys of a batch unprocessed; run reindex again")
+    vanished: dict[tuple[str, str], list[str]] = {}
+    for key, version in wanted.items():
+        if key not in present:
+            vanished.setdefault((version.tenant, version.memory_id), []).append(version.id)
+    return vanished
+
+
+def _index_with_retries(
+    engine: RecallEngine, batch: Sequence[RecordVersion], attempts: int, sleep: Callable[[float], None]
+) -> int:
+    """Index one batch, waiting out an unavailable domain or model; answers the retries it took."""
+    for attempt in range(attempts):
+        try:
+            engine.index_versions(batch, reuse_all=False)
+            return attempt
+        except SearchUnavailable:
+            if attempt + 1 == attempts:
+                raise
+            sleep(BACKOFF_SECONDS * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+# -- the command -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReindexSettings:
+    """Where to read and what to write, from the stack's outputs and the command's options."""
+
+    table: str
+    search_endpoint: str
+    index_name: str
+    replicas: int
+    embedding_model_id: str
+    embedding_dimensions: int
+
+    def settings(self, region: str) -> Settings:
+        return Settings(
+            table_name=self.table,
+            region=region,
+            search_endpoint=self.search_endpoint,
+            search_index=self.index_name,
+            search_replicas=self.replicas,
+            embedding_model_id=self.embedding_model_id,
+            embedding_dimensions=self.embedding_dimensions,
+        )
+
+
+def stack_outputs(cloudformation: Any, stack_name: str) -> dict[str, str]:
+    try:
+        stacks = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
+    except Exception as error:  # botocore's ClientError for a missing stack, credentials errors...
+        raise TargetError(f"cannot read stack {stack_name!r}: {error}") from error
+    return {o["OutputKey"]: o["OutputValue"] for o in (stacks[0].get("Outputs") or [])} if stacks else {}
+
+
+def resolve(outputs: Mapping[str, str], options: Mapping[str, Any]) -> ReindexSettings:
+    """Options override the stack's outputs (say, `--index-name` to rebuild into a new index)."""
+    defaults = Settings()
+    values: dict[str, Any] = {
+        "index_name": defaults.search_index,
+        "replicas": defaults.search_replicas,
+        "embedding_model_id": defaults.embedding_model_id,
+        "embedding_dimensions": defaults.embedding_dimensions,
+    }
+    values.update({name: outputs[output] for output, name in STACK_OUTPUTS.items() if output in outputs})
+    values.update({name: value for name, value in options.items() if value is not None})
+    missing = [option for option, name in (("--table", "table"), ("--search-endpoint", "search_endpoint"))
+               if not values.get(name)]
+    if missing:
+        raise TargetError(
+            f"name the stage: --stack NAME (a stack with a search domain), or {' and '.join(missing)}"
+        )
+    endpoint = str(values["search_endpoint"])
+    if "://" not in endpoint:
+        endpoint = f"https://{endpoint}"  # a domain's endpoint is its host name
+    try:
+        return ReindexSettings(
+            table=str(values["table"]),
+            search_endpoint=endpoint.rstrip("/"),
+            index_name=str(values["index_name"]),
+            replicas=int(values["replicas"]),
+            embedding_model_id=str(values["embedding_model_id"]),
+            embedding_dimensions=int(values["embedding_dimensions"]),
+        )
+    except ValueError as error:
+        raise TargetError(f"unreadable stage settings: {error}") from error
+
+
+def add_command(commands: Any) -> None:
+    """Add `reindex` to the `uhp-memories` parser's subcommands."""
+    command = commands.add_parser(
+        "reindex",
+        help="rebuild a deployed stage's recall index from DynamoDB",
+        description="Scan every record of the main table and index it into the stage's OpenSearch index. "
+        "Documents are added or updated, never removed, unless --from-scratch drops the index first.",
+    )
+    where = command.add_argument_group("deployed stage (a stack name, or the table and the search endpoint)")
+    where.add_argument("--stack", help="CloudFormation stack of the stage, e.g. uhp-memories-prod")
+    where.add_argument("--table", help="the main DynamoDB table (instead of, or over, --stack)")
+    where.add_argument("--search-endpoint", help="the OpenSearch domain endpoint, https://... (instead of --stack)")
+    where.add_argument("--index-name", help="the index to write (default: the stage's, else uhp-recall-v1)")
+    where.add_argument("--replicas", type=int, help="replicas of the index when it is created (default: the stage's)")
+    where.add_argument("--embedding-model-id", help="the Bedrock model (default: the stage's)")
+    where.add_argument("--embedding-dimensions", type=int, help="its dimensions (default: the stage's)")
+    where.add_argument("--region", help="AWS region (default: the AWS configuration's)")
+    where.add_argument("--profile", help="AWS profile (default: the AWS configuration's)")
+    command.add_argument(
+        "--from-scratch",
+        action="store_true",
+        help="drop the index and create it again first (documents DynamoDB no longer holds go; recall "
+        "misses what is not indexed yet while this runs)",
+    )
+    command.add_argument("--page-size", type=int, default=PAGE_SIZE, help="items per DynamoDB Scan page")
+    command.add_argument("--json", action="store_true", help="print the report as JSON")
+    command.set_defaults(run=run)
+
+
+def _session(args: argparse.Namespace) -> Any:
+    import boto3
+
+    return boto3.Session(profile_name=args.profile, region_name=args.region)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command; an operator's error is one line on stderr and exit status 2. Exit status 1
+    when some record items could not be read (named by their keys in the report)."""
+    try:
+        session = _session(args)
+        outputs = stack_outputs(session.client("cloudformation"), args.stack) if args.stack else {}
+        options = {
+            "table": args.table,
+            "search_endpoint": args.search_endpoint,
+            "index_name": args.index_name,
+            "replicas": args.replicas,
+            "embedding_model_id": args.embedding_model_id,
+            "embedding_dimensions": args.embedding_dimensions,
+        }
+        where = resolve(outputs, options)
+        region = session.region_name or Settings().region
+        target = aws_target(where.settings(region), session)
+        if args.from_scratch:
+            print(f"dropping {target.description}", file=sys.stderr, flush=True)
+        report = reindex(
+            session.client("dynamodb", region_name=region),
+            where.table,
+            target,
+            from_scratch=args.from_scratch,
+            page_size=args.page_size,
+            progress=_progress,
+        )
+    except (TargetError, ReindexError) as error:
+        print(f"uhp-memories: {error}", file=sys.stderr)
+        return 2
+    except EmbeddingModelMismatch as error:
+        print(
+            f"uhp-memories: {error}. Rebuild the index with --from-scratch, or into a new --index-name.",
+            file=sys.stderr,
+        )
+        return 2
+    except SearchUnavailable as error:
+        print(f"uhp-memories: {error}; run reindex again when it answers (indexing is idempotent)", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2), flush=True)
+    else:
+        print(
+            f"indexed {report.indexed_versions} record versions of {report.table} into {report.index} "
+            f"({report.scanned_items} items scanned in {report.pages} pages, {report.seconds:.1f} s"
+            + (", index dropped first" if report.dropped else "")
+            + ")",
+            flush=True,
+        )
+        for keys in report.unreadable:
+            print(f"unreadable record item: PK={keys['PK']} SK={keys['SK']}", file=sys.stderr)
+    return 1 if report.unreadable else 0
+
+
+def _progress(report: ReindexReport) -> None:
+    if report.pages % 10 == 0:
+        print(
+            f"... {report.indexed_versions} versions indexed, {report.scanned_items} items scanned",
+            file=sys.stderr,
+            flush=True,
+        )
