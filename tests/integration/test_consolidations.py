@@ -85,3 +85,19 @@ def test_runs_need_write_to_start_and_read_to_see(alice: Client, make_client: Cl
     assert error_code(alice.get(RUNS.format(memory["id"]) + f"/hcon_{'0' * 32}")) == "memory_consolidation_not_found"
     for budget in ({"limit": 0}, {"limit": 10_001}, {"limit": 5, "unit": "tokens"}):
         assert alice.post(RUNS.format(memory["id"]), {"budget": budget}).status_code == 422
+
+
+def test_recall_follows_a_run_and_its_revert(alice: Client) -> None:
+    memory = alice.create_memory("Facts")
+    alice.remember(memory["id"], "The pelican nests in spring.")
+    alice.remember(memory["id"], "the pelican nests in spring.")
+
+    def found() -> int:
+        answer = alice.post(f"/v1/memories/{memory['id']}/recall", {"text": "pelican"})
+        return len(answer.json()["results"])
+
+    assert found() == 2
+    run = _start(alice, memory["id"])
+    assert found() == 1
+    alice.post(RUNS.format(memory["id"]) + f"/{run['id']}/revert")
+    assert found() == 2

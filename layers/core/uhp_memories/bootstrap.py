@@ -168,7 +168,7 @@ def build(
         records=records,
         recall=recall,
         consolidation=ConsolidationService(
-            ports, DynamoRunRepository(table), workflows, settings.workflow_wait_seconds
+            ports, DynamoRunRepository(table), workflows, settings.workflow_wait_seconds, engine
         ),
         queries=QueryService(
             ports,

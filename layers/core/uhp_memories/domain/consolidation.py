@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -25,7 +26,7 @@ from uhp_memories.domain.errors import DomainError, MemoryConflict, MemoryInvali
 from uhp_memories.domain.jobs import WorkflowRunner
 from uhp_memories.domain.limits import LIST_DEFAULT, LIST_MAX
 from uhp_memories.domain.models import Caller, Page, RecordVersion
-from uhp_memories.domain.records import ID_PATTERN
+from uhp_memories.domain.records import ID_PATTERN, VersionIndex, index_after_commit
 from uhp_memories.domain.timefmt import format_ms
 
 CONSOLIDATOR = {"kind": "consolidator", "id": "native"}
@@ -101,11 +102,19 @@ def identity(record: RecordVersion) -> tuple[str, str, str]:
 
 
 class ConsolidationService:
-    def __init__(self, ports: Ports, runs: RunRepository, workflows: WorkflowRunner, wait_seconds: float) -> None:
+    def __init__(
+        self,
+        ports: Ports,
+        runs: RunRepository,
+        workflows: WorkflowRunner,
+        wait_seconds: float,
+        index: Callable[[], VersionIndex | None] | None = None,
+    ) -> None:
         self._ports = ports
         self._runs = runs
         self._workflows = workflows
         self.wait_seconds = wait_seconds
+        self._index = index
 
     # -- API ---------------------------------------------------------------------------------
 
@@ -174,10 +183,12 @@ class ConsolidationService:
                     supersedes=latest.id, superseded_by=None, written_at=now, invalidated_at=None,
                     written_by=CONSOLIDATOR,
                 )
+                closed = latest.evolve(superseded_by=revision.id)
                 try:
-                    records.reopen(latest.evolve(superseded_by=revision.id), revision)
+                    records.reopen(closed, revision)
                 except StaleVersion:
                     continue
+                index_after_commit(self._index, [closed, revision])
                 reverted.append(Change(revision.id, "created", revision.chain_id))
             elif change.action == "created" and undo and latest.status == "active":
                 closed = latest.evolve(status="forgotten", invalidated_at=now)
@@ -185,6 +196,7 @@ class ConsolidationService:
                     records.close(latest, closed)
                 except StaleVersion:
                     continue
+                index_after_commit(self._index, [closed])
                 reverted.append(Change(latest.id, "forgotten", latest.chain_id))
         reversal = run.evolve(reverted_by=caller.principal, status="reverted")
         self._runs.save(reversal, release=False)
@@ -230,12 +242,16 @@ class ConsolidationService:
         planned.update({v.id: Change(v.id, "forgotten", v.chain_id) for v in doomed})
         run = run.evolve(changes=tuple(planned.values()))
         self._runs.save(run, release=False)
+        closed_versions = []
         for version in doomed:
             closed = version.evolve(status="forgotten", invalidated_at=format_ms(self._ports.clock.now_ms()))
             try:
                 self._ports.records.close(version, closed)
             except StaleVersion:
                 planned.pop(version.id, None)  # changed by someone since it was read: left alone
+                continue
+            closed_versions.append(closed)
+        index_after_commit(self._index, closed_versions)
         work.changes = list(planned.values())
         finished = run.evolve(
             status="stopped" if exhausted else "completed",

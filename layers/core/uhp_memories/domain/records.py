@@ -74,6 +74,19 @@ class VersionIndex(Protocol):
         ...
 
 
+def index_after_commit(index: Callable[[], VersionIndex | None] | None, versions: Sequence[RecordVersion]) -> None:
+    """Index what a write committed, so recall reads its own writes in the common case. DynamoDB
+    holds the write already: an indexing failure is logged, never the write's failure (the stream
+    indexer, or `uhp-memories reindex`, catches the index up)."""
+    engine = index() if index is not None else None
+    if engine is None or not versions:
+        return
+    try:
+        engine.index_versions(versions)
+    except Exception as error:  # any failure here must not fail a committed write
+        logger.warning("indexing after commit failed", extra={"error_type": type(error).__name__})
+
+
 class RecordService:
     def __init__(
         self,
@@ -191,16 +204,7 @@ class RecordService:
         return self._files.attach(caller, reference, memory_id, chain_id)
 
     def _indexed(self, versions: list[RecordVersion]) -> None:
-        """Index what a write committed, so recall reads its own writes in the common case. DynamoDB
-        holds the write already: an indexing failure is logged, never the write's failure (the
-        stream indexer, or `uhp-memories reindex`, catches the index up)."""
-        index = self._index() if self._index is not None else None
-        if index is None:
-            return
-        try:
-            index.index_versions(versions)
-        except Exception as error:
-            logger.warning("indexing after commit failed", extra={"error_type": type(error).__name__})
+        index_after_commit(self._index, versions)
 
     def _release_upload(self, caller: Caller, record: RecordVersion) -> None:
         """Once a record holds a file's bytes, the upload they came from goes: the bytes then live
