@@ -1,6 +1,7 @@
 """Named queries (§6.4) and free queries (§6.5)."""
 
 import json
+from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
@@ -11,7 +12,9 @@ from uhp_memories.api.errors import JSON
 from uhp_memories.domain.queries import NamedQuery
 
 app = make_resolver()
-RECALL_SHAPE = {200: {"description": "§6.3", "content": {"application/json": {"model": schemas.RecallOut}}}}
+RECALL_SHAPE: dict[int, Any] = {
+    200: {"description": "§6.3", "content": {"application/json": {"model": schemas.RecallOut}}}
+}
 
 
 def _out(query: NamedQuery) -> schemas.NamedQueryOut:

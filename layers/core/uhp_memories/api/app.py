@@ -52,7 +52,7 @@ def make_resolver() -> APIGatewayRestResolver:
 
     @app.exception_handler(RequestValidationError)
     def handle_validation_error(error: RequestValidationError) -> Response:
-        errors = list(error.errors())
+        errors: list[dict[str, Any]] = [dict(e) for e in error.errors()]
         if any(e.get("type") == "json_invalid" for e in errors):
             return error_response(400, "invalid_request", "the request body is not valid JSON")
         return error_response(422, "memory_invalid", describe_validation_errors(errors))
@@ -60,7 +60,7 @@ def make_resolver() -> APIGatewayRestResolver:
     @app.exception_handler(ValidationError)
     def handle_model_error(error: ValidationError) -> Response:
         # A body a handler validates itself (one whose shape depends on its content type).
-        return error_response(422, "memory_invalid", describe_validation_errors(list(error.errors())))
+        return error_response(422, "memory_invalid", describe_validation_errors([dict(e) for e in error.errors()]))
 
     @app.not_found
     def handle_not_found(_: NotFoundError) -> Response:

@@ -34,7 +34,7 @@ def build() -> dict[str, Any]:
         title="uhp-memories",
         version=__version__,
         description="The Harness Memories sub-protocol (UHP 2026-10-04), served by the native provider.",
-        security_schemes={"apiKey": APIKey(name="x-api-key", **{"in": APIKeyIn.header})},
+        security_schemes={"apiKey": APIKey.model_validate({"name": "x-api-key", "in": APIKeyIn.header})},
         security=[{"apiKey": []}],
         on_conflict="error",
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -85,7 +86,9 @@ class MemoryService:
             len(self._visible_children(access, memory.id)),
         )
 
-    def neighbours(self, access: AccessView, memory: Memory) -> tuple[MemorySummary | None, list[MemorySummary]]:
+    def neighbours(
+        self, access: AccessView, memory: Memory
+    ) -> tuple[MemorySummary | None, builtins.list[MemorySummary]]:
         """The parent (when the caller may see it) and the visible direct children: where a reader
         can go from here (§6.1)."""
         parent = None
@@ -130,19 +133,19 @@ class MemoryService:
             next_cursor = cursors.encode(kind, [last.created_at, last.id])
         return Page([self.view(access, m) for m in page], next_cursor)
 
-    def _visible_children(self, access: AccessView, memory_id: str) -> list[Memory]:
+    def _visible_children(self, access: AccessView, memory_id: str) -> builtins.list[Memory]:
         children = self._ports.memories.children(access.caller.tenant, memory_id)
         return [child for child in children if not child.deleting and access.can_see(child.id)]
 
-    def _visible_descendants(self, access: AccessView, memory_id: str) -> list[Memory]:
+    def _visible_descendants(self, access: AccessView, memory_id: str) -> builtins.list[Memory]:
         """Every descendant the caller may see. The walk goes on through nodes it cannot see, since a
         restricted node it cannot read may hold a child granted to it."""
         tenant = access.caller.tenant
-        found: list[Memory] = []
+        found: builtins.list[Memory] = []
         frontier = [memory_id]
         seen = {memory_id}
         while frontier:
-            next_frontier: list[str] = []
+            next_frontier: builtins.list[str] = []
             for node_id in frontier:
                 for child in self._ports.memories.children(tenant, node_id):
                     if child.id in seen or child.deleting:
@@ -154,10 +157,10 @@ class MemoryService:
             frontier = next_frontier
         return found
 
-    def _entry_points(self, access: AccessView) -> list[Memory]:
+    def _entry_points(self, access: AccessView) -> builtins.list[Memory]:
         """Every memory the caller holds a privilege on whose parent it cannot see. Only a node with a
         direct grant can be one: below it, inheritance makes the parent visible."""
-        found: list[Memory] = []
+        found: builtins.list[Memory] = []
         for memory_id in access.granted_memory_ids:
             memory = access.memory(memory_id)
             if memory is not None and access.is_entry_point(memory):
@@ -232,7 +235,7 @@ class MemoryService:
             access.require(memory_id, "write")
         if "restricted" in changes and changes["restricted"] != memory.restricted:
             access.require(memory_id, "delete")
-        parent_chain: list[Memory] = []
+        parent_chain: builtins.list[Memory] = []
         moving = "parent_id" in changes and changes["parent_id"] != memory.parent_id
         if moving:
             access.require(memory_id, "delete")
@@ -276,7 +279,7 @@ class MemoryService:
         self.hide(caller, memory_id)
         self.purge_hidden(caller.tenant, memory_id)
 
-    def hide(self, caller: Caller, memory_id: str) -> list[str]:
+    def hide(self, caller: Caller, memory_id: str) -> builtins.list[str]:
         """Check the caller may delete, then hide the memory and every descendant at once: from here
         on every read and write treats them as gone. Returns the hidden ids, root first."""
         access = self._ports.access(caller)
@@ -287,7 +290,7 @@ class MemoryService:
         self._ports.memories.mark_deleting(caller.tenant, subtree)
         return subtree
 
-    def purge_hidden(self, tenant: str, memory_id: str) -> list[str]:
+    def purge_hidden(self, tenant: str, memory_id: str) -> builtins.list[str]:
         """Remove a hidden subtree for good, leaves first. Idempotent: a retry finishes what an
         earlier attempt began. Returns the ids removed."""
         subtree = self._subtree(tenant, memory_id)
@@ -301,7 +304,7 @@ class MemoryService:
             self._ports.memories.purge(tenant, node_id)
         return subtree
 
-    def _subtree(self, tenant: str, memory_id: str) -> list[str]:
+    def _subtree(self, tenant: str, memory_id: str) -> builtins.list[str]:
         if self._ports.memories.get(tenant, memory_id) is None:
             return []
         subtree = [memory_id]
@@ -314,7 +317,7 @@ class MemoryService:
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _chain(self, access: AccessView, memory: Memory) -> list[Memory]:
+    def _chain(self, access: AccessView, memory: Memory) -> builtins.list[Memory]:
         """The memory and all its ancestors, as read now (whether or not the caller may see them)."""
         chain = [memory]
         node = memory

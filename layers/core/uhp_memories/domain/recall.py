@@ -32,10 +32,19 @@ class MemoryUnavailable(DomainError):
 
 
 class SearchHit(Protocol):
-    record_id: str
-    score: float
-    why: tuple[str, ...]
-    signals: Any
+    """One hit of the index (uhp_memories.search.Hit), read-only."""
+
+    @property
+    def record_id(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+    @property
+    def why(self) -> tuple[str, ...]: ...
+
+    @property
+    def signals(self) -> Any: ...
 
 
 class RecallIndex(Protocol):
@@ -53,6 +62,7 @@ class RecallIndex(Protocol):
         include: str = "active",
         as_of: str | None = None,
         limit: int = 10,
+        fusion: Any = None,
     ) -> Sequence[SearchHit]:
         ...
 

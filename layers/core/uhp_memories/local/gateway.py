@@ -193,7 +193,7 @@ class LocalGateway:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}" if isinstance(host, str) else f"http://{host.decode()}:{port}"
 
     def start_background(self) -> LocalGateway:
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
