@@ -54,44 +54,43 @@ class Retention:
     # A search domain holds the index: a deleted document stays in its segment files until a merge.
     search_segments: bool = False
 
+    def places(self, now_ms: int) -> list[tuple[str, str, str]]:
+        """(where, why, until) of every place the deployment keeps copies beyond erase's reach."""
+        places = []
+        if self.pitr_enabled:
+            places.append((
+                "dynamodb_point_in_time_recovery",
+                "continuous backups of the table keep earlier item images for the recovery window",
+                format_ms(now_ms + self.pitr_retention_days * DAY_MS),
+            ))
+        if self.stream_enabled:
+            places.append((
+                "dynamodb_stream",
+                "the table's change stream keeps item images until they age out",
+                format_ms(now_ms + self.stream_retention_hours * 3600 * 1000),
+            ))
+        if self.search_snapshot_retention_days:
+            places.append((
+                "opensearch_snapshots",
+                "automated snapshots of the search domain keep indexed text for their retention",
+                format_ms(now_ms + self.search_snapshot_retention_days * DAY_MS),
+            ))
+        if self.search_segments:
+            places.append((
+                "opensearch_segments",
+                "a deleted document stays in the search index's segment files, unsearchable, until a merge "
+                "rewrites them",
+                "the next segment merge",
+            ))
+        return places
+
     def unreachable(self, record_id: str, memory_id: str, now_ms: int) -> list[dict[str, str]]:
         """What still holds a copy of one erased record version. `memory_id` is kept for the
         visibility filter and never shown."""
-        entries = []
-        if self.pitr_enabled:
-            entries.append({
-                "record_id": record_id,
-                "memory_id": memory_id,
-                "where": "dynamodb_point_in_time_recovery",
-                "reason": "continuous backups of the table keep earlier item images for the recovery window",
-                "until": format_ms(now_ms + self.pitr_retention_days * DAY_MS),
-            })
-        if self.stream_enabled:
-            entries.append({
-                "record_id": record_id,
-                "memory_id": memory_id,
-                "where": "dynamodb_stream",
-                "reason": "the table's change stream keeps item images until they age out",
-                "until": format_ms(now_ms + self.stream_retention_hours * 3600 * 1000),
-            })
-        if self.search_snapshot_retention_days:
-            entries.append({
-                "record_id": record_id,
-                "memory_id": memory_id,
-                "where": "opensearch_snapshots",
-                "reason": "automated snapshots of the search domain keep indexed text for their retention",
-                "until": format_ms(now_ms + self.search_snapshot_retention_days * DAY_MS),
-            })
-        if self.search_segments:
-            entries.append({
-                "record_id": record_id,
-                "memory_id": memory_id,
-                "where": "opensearch_segments",
-                "reason": "a deleted document stays in the search index's segment files, unsearchable, until a "
-                "merge rewrites them",
-                "until": "the next segment merge",
-            })
-        return entries
+        return [
+            {"record_id": record_id, "memory_id": memory_id, "where": where, "reason": reason, "until": until}
+            for where, reason, until in self.places(now_ms)
+        ]
 
 
 class RemovalService:
