@@ -10,7 +10,7 @@ STAGE ?= dev
 export CDK_DISABLE_CLI_TELEMETRY := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
 
-.PHONY: dev test lint typecheck openapi bench clean synth deploy
+.PHONY: dev test lint typecheck openapi bench bench-recall clean synth deploy
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/import_times.py 5
 	$(BIN)/python bench/recall_engine.py
+
+# Recall quality and latency on LoCoMo through the public API; writes docs/benchmarks.md.
+bench-recall: $(STAMP)
+	$(BIN)/python bench/recall_locomo.py
 
 openapi: $(STAMP)
 	$(BIN)/python -m uhp_memories.api.openapi > docs/openapi.json

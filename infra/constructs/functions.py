@@ -23,6 +23,7 @@ from infra.nag import acknowledge
 # each item operation inside TransactWriteItems, so there is no action for the transaction itself).
 MAIN_TABLE_ACTIONS = (
     "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",  # recall reads its hits back in one batch
     "dynamodb:Query",
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",

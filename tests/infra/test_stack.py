@@ -27,6 +27,7 @@ from uhp_memories.workflows import STEPS, WORKFLOWS
 LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
 MAIN = {
     "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
     "dynamodb:Query",
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",

@@ -75,6 +75,11 @@ class RecordRepository(Protocol):
     def get(self, tenant: str, memory_id: str, record_id: str) -> RecordVersion | None:
         ...
 
+    def get_many(self, tenant: str, memory_id: str, record_ids: Sequence[str]) -> dict[str, RecordVersion]:
+        """The versions of one memory found among these ids, by id, read in as few calls as the store
+        allows (recall reads back every hit it returns). Ids not found are left out."""
+        ...
+
     def append_first(self, record: RecordVersion) -> None:
         """Write the first version of a new record and count it on its memory, in one transaction.
 

@@ -35,7 +35,8 @@ class Settings(BaseModel):
     search_replicas: int = 1
     embedding_model_id: str = "amazon.titan-embed-text-v2:0"
     embedding_dimensions: int = 1024
-    abstain_similarity: float = 0.30
+    # Recall abstains below this best cosine similarity; None: the value calibrated for the model.
+    abstain_similarity: float | None = None
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -60,5 +61,5 @@ class Settings(BaseModel):
             search_replicas=int(env.get("UHP_SEARCH_REPLICAS", "1")),
             embedding_model_id=env.get("UHP_EMBEDDING_MODEL_ID", "amazon.titan-embed-text-v2:0"),
             embedding_dimensions=int(env.get("UHP_EMBEDDING_DIMENSIONS", "1024")),
-            abstain_similarity=float(env.get("UHP_ABSTAIN_SIMILARITY", "0.30")),
+            abstain_similarity=float(env["UHP_ABSTAIN_SIMILARITY"]) if env.get("UHP_ABSTAIN_SIMILARITY") else None,
         )

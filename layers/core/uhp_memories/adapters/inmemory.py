@@ -99,6 +99,10 @@ class InMemoryRecordRepository:
     def get(self, tenant: str, memory_id: str, record_id: str) -> RecordVersion | None:
         return self.versions.get((tenant, memory_id, record_id))
 
+    def get_many(self, tenant: str, memory_id: str, record_ids: Sequence[str]) -> dict[str, RecordVersion]:
+        found = (self.versions.get((tenant, memory_id, rid)) for rid in record_ids)
+        return {record.id: record for record in found if record is not None}
+
     def append_first(self, record: RecordVersion) -> None:
         self.append_many([record])
 

@@ -9,7 +9,9 @@ and may lag: every hit is read back from DynamoDB, the source of truth, before i
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,6 +26,16 @@ from uhp_memories.domain.records import INCLUDE_VALUES, RecordService, RecordVie
 
 logger = logging.getLogger(__name__)
 RECALL_LIMIT_DEFAULT = 10
+_EMBEDDER: list[ThreadPoolExecutor] = []
+_EMBEDDER_LOCK = threading.Lock()
+
+
+def _embedder() -> ThreadPoolExecutor:
+    """The threads that embed recall queries ahead (made on first use, shared by every request)."""
+    with _EMBEDDER_LOCK:
+        if not _EMBEDDER:
+            _EMBEDDER.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="recall-embed"))
+        return _EMBEDDER[0]
 
 
 class MemoryUnavailable(DomainError):
@@ -63,7 +75,11 @@ class RecallIndex(Protocol):
         as_of: str | None = None,
         limit: int = 10,
         fusion: Any = None,
+        vector: Sequence[float] | None = None,
     ) -> Sequence[SearchHit]:
+        ...
+
+    def embed_query(self, query: str) -> Sequence[float] | None:
         ...
 
 
@@ -95,20 +111,37 @@ class RecallAnswer:
     abstain: bool = False
 
 
+# The threshold calibrated for each embedding model on the LoCoMo dev set (bench/recall_locomo.py,
+# docs/benchmarks.md): the highest that abstains on at most 1% of answerable questions.
+CALIBRATED_SIMILARITY = {"sentence-transformers/all-MiniLM-L6-v2:onnx-int8": 0.41}
+# A model not calibrated yet (Titan in AWS): the earlier placeholder, until it is measured.
+UNCALIBRATED_SIMILARITY = 0.30
+
+
 @dataclass(frozen=True)
 class AbstainPolicy:
-    """When the best result does not answer the question. Thresholds are calibrated on the LoCoMo
-    dev set (bench/recall_locomo.py): the best cosine similarity of a `query`, and for a text-only
-    request, whether any document matched the words at all."""
+    """When the best result does not answer the question: for a `query`, when the best cosine
+    similarity among the results returned is below `min_query_similarity` (None: the value calibrated
+    for the index's embedding model); for a text-only request, when no document matched the words.
 
-    min_query_similarity: float = 0.30
+    Calibrated on the LoCoMo dev set: questions about people a memory never heard of (another
+    conversation's questions) fall below the threshold, answerable ones almost never do. LoCoMo's
+    adversarial questions, which name the wrong speaker for something that was said, look exactly as
+    similar as answerable ones and are not caught: similarity cannot tell who said it."""
 
-    def abstain(self, request: RecallInput, hits: Sequence[SearchHit]) -> bool:
+    min_query_similarity: float | None = None
+
+    def threshold(self, model_id: str | None) -> float:
+        if self.min_query_similarity is not None:
+            return self.min_query_similarity
+        return CALIBRATED_SIMILARITY.get(model_id or "", UNCALIBRATED_SIMILARITY)
+
+    def abstain(self, request: RecallInput, hits: Sequence[SearchHit], model_id: str | None = None) -> bool:
         if not hits:
             return bool(request.query or request.text)
         if request.query:
             best = max((float(h.signals.get("query", -1.0)) for h in hits), default=-1.0)
-            return best < self.min_query_similarity
+            return best < self.threshold(model_id)
         return False
 
 
@@ -128,6 +161,10 @@ class RecallService:
         self._abstain = abstain or AbstainPolicy()
 
     def recall(self, caller: Caller, memory_id: str, request: RecallInput) -> RecallAnswer:
+        index = self._index()
+        # The query's embedding (a model run, or a call to Bedrock) is computed while DynamoDB checks
+        # the caller's access; it is used only once the access is granted.
+        embedding = _embedder().submit(index.embed_query, request.query) if index and request.query else None
         access = self._ports.access(caller)
         memory = access.require(memory_id, "read")
         limit = request.limit if request.limit is not None else RECALL_LIMIT_DEFAULT
@@ -144,9 +181,9 @@ class RecallService:
         if depth > MAX_DEPTH:
             depth = MAX_DEPTH
             degraded.append(f"depth:capped_at_{MAX_DEPTH}")
-        index = self._index()
         if index is None:
             raise MemoryUnavailable("the search index of this provider is not connected")
+        vector = embedding.result() if embedding is not None else None
 
         scored: list[tuple[float, int, RecordVersion, SearchHit]] = []
         for order, searched in enumerate(self._memories_to_search(access, memory, depth)):
@@ -160,9 +197,11 @@ class RecallService:
                 include=request.include,
                 as_of=instant,
                 limit=limit,
+                vector=vector,
             )
+            found = self._ports.records.get_many(caller.tenant, searched.id, [hit.record_id for hit in hits])
             for hit in hits:
-                record = self._confirmed(caller, searched.id, hit.record_id, request.include, instant)
+                record = self._confirmed(found.get(hit.record_id), request.include, instant)
                 if record is not None:
                     scored.append((hit.score, -order, record, hit))
         scored.sort(key=lambda item: (item[0], item[1]), reverse=True)
@@ -176,7 +215,7 @@ class RecallService:
             parent=parent,
             children=children,
             degraded=degraded,
-            abstain=self._abstain.abstain(request, [hit for _, _, _, hit in best]),
+            abstain=self._abstain.abstain(request, [hit for _, _, _, hit in best], getattr(index, "model_id", None)),
         )
 
     def _memories_to_search(self, access: AccessView, memory: Memory, depth: int) -> list[Memory]:
@@ -193,11 +232,10 @@ class RecallService:
             frontier = next_level
         return found
 
-    def _confirmed(
-        self, caller: Caller, memory_id: str, record_id: str, include: str, instant: str | None
-    ) -> RecordVersion | None:
-        """The hit as DynamoDB holds it now, if it still answers the request (the index may lag)."""
-        record = self._ports.records.get(caller.tenant, memory_id, record_id)
+    @staticmethod
+    def _confirmed(record: RecordVersion | None, include: str, instant: str | None) -> RecordVersion | None:
+        """The hit as DynamoDB holds it now (read back in one batch), if it still answers the request
+        (the index may lag)."""
         if record is None:
             return None
         if instant is not None:

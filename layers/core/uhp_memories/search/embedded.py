@@ -11,6 +11,10 @@ Local mode and tests use it; it is never imported by a deployed handler (numpy).
 - Every filter (types, fields, include, as_of) is applied inside each signal before its top-k cut:
   the vector signal scores only the documents the filter admits, the BM25 signal joins the same
   WHERE clause. The scope (tenant + memory id) is part of every statement.
+- Relative fusion (ports.Fusion) is completed here, where every similarity is at hand: a document
+  the words found gets its similarity too, and an episode is read with the episodes logged around
+  it. The log (each memory's episodes in write order) is kept beside the vectors, appended to as
+  episodes are indexed and read again from the table after anything else.
 - Erase leaves nothing behind: `secure_delete` zeroes freed content, the memory's FTS index is
   merged so deleted postings go, and the WAL is checkpointed and truncated.
 - One connection, one lock: writes and searches are serialized, which the local gateway's threads
@@ -28,7 +32,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +41,7 @@ import numpy as np
 from uhp_memories.domain.filters import TIME_FIELDS
 from uhp_memories.domain.timefmt import parse_instant
 from uhp_memories.search.errors import EmbeddingModelMismatch
-from uhp_memories.search.fusion import Ranked, candidate_depth, fuse, query_terms
+from uhp_memories.search.fusion import Ranked, candidate_depth, fuse, query_terms, relative_factors
 from uhp_memories.search.ports import Fusion, Hit, SearchDocument, SearchRequest
 from uhp_memories.search.predicates import (
     BOOLEAN,
@@ -205,7 +209,10 @@ class EmbeddedSearchIndex:
                 if vector is None:
                     block.remove(doc_id)
                 else:
-                    block.put(doc_id, doc.record_id, doc.chain_id, vector, doc.status == "active")
+                    block.put(
+                        doc_id, doc.record_id, doc.chain_id, vector, doc.status == "active",
+                        _instant(doc.written_at) or "", doc.type,
+                    )
 
     def _vector_bytes(self, doc: SearchDocument) -> bytes | None:
         if doc.embedding is None:
@@ -346,25 +353,37 @@ class EmbeddedSearchIndex:
             if scope is None:
                 return []
             scan, probe = _where(request, scope), _where(request, scope, correlated=True)
+            narrowed = request.include != "active" or request.as_of is not None or request.has_filters
             depth = candidate_depth(request, fusion)
             legs: dict[str, list[Ranked]] = {}
+            found = _Found()
             if query is not None and fusion.query_weight > 0:
-                narrowed = request.include != "active" or request.as_of is not None or request.has_filters
-                legs["query"] = self._vector_leg(scope, query, (scan, probe) if narrowed else None, depth, fusion)
+                block = self._block(scope)
+                found.similarity = np.einsum("ij,j->i", block.vectors[: block.n], query)
+                legs["query"], found.query_rows = self._vector_leg(
+                    block, found.similarity, (scan, probe) if narrowed else None, depth, fusion
+                )
             if request.text is not None and fusion.text_weight > 0:
-                legs["text"] = self._text_leg(scope, query_terms(request.text), *probe, depth)
+                legs["text"], found.text_docs = self._text_leg(scope, query_terms(request.text), *probe, depth)
             if request.vector is None and request.text is None:
                 legs["recency"] = self._recency_leg(*scan, request.limit)
-        return fuse(request, fusion, legs)
+            neighbours = None
+            if fusion.method == "relative" and legs and "recency" not in legs:
+                neighbours = self._complete(scope, fusion, legs, found, probe if narrowed else None)
+        return fuse(request, fusion, legs, neighbours)
 
     def _vector_leg(
-        self, scope: int, query: np.ndarray, narrowed: tuple[_Where, _Where] | None, depth: int, fusion: Fusion
-    ) -> list[Ranked]:
-        block = self._block(scope)
+        self,
+        block: _VectorBlock,
+        scores: np.ndarray,
+        narrowed: tuple[_Where, _Where] | None,
+        depth: int,
+        fusion: Fusion,
+    ) -> tuple[list[Ranked], np.ndarray]:
+        """The best `depth` admitted rows by similarity, and those rows. (einsum, in search, runs on
+        one thread: OpenBLAS's threaded gemv loses to it on a busy two-core machine.)"""
         if block.n == 0:
-            return []
-        # einsum runs on one thread: OpenBLAS's threaded gemv loses to it on a busy two-core machine.
-        scores = np.einsum("ij,j->i", block.vectors[: block.n], query)
+            return [], np.empty(0, dtype=np.int64)
         if narrowed is None:
             rows = np.flatnonzero(block.active[: block.n])
         else:
@@ -373,11 +392,103 @@ class EmbeddedSearchIndex:
             rows = rows[scores[rows] > fusion.min_similarity]
         if rows.size > depth:
             rows = rows[np.argpartition(-scores[rows], depth - 1)[:depth]]
-        ranked = sorted(
-            (Ranked(block.record_ids[r], block.chain_ids[r], float(scores[r])) for r in rows.tolist()),
-            key=lambda item: (-item.score, item.record_id),
-        )
-        return ranked
+        ordered = sorted(rows.tolist(), key=lambda r: (-float(scores[r]), block.record_ids[r]))
+        ranked = [Ranked(block.record_ids[r], block.chain_ids[r], float(scores[r])) for r in ordered]
+        return ranked, np.asarray(ordered, dtype=np.int64)
+
+    def _complete(
+        self, scope: int, fusion: Fusion, legs: dict[str, list[Ranked]], found: _Found, probe: _Where | None
+    ) -> dict[str, float] | None:
+        """What relative fusion reads beyond the two cuts. Every document the words found gets its
+        similarity (added to the query signal). With context, the episodes logged within the window
+        around a candidate get theirs too, and the answer maps each of them, and each candidate, to
+        the best own score among its admitted neighbours. `probe` is the request's filter when it
+        narrows the memory (None: the current active versions). Vectorised: a memory of 100,000
+        documents costs what its few hundred candidates do."""
+        block = self._block(scope)
+        if block.n == 0:
+            return None
+        similarity = found.similarity
+        text_rows, text_scores = [], []
+        for item, doc in zip(legs.get("text", ()), found.text_docs, strict=True):
+            row = block.row_of.get(doc)
+            if row is not None:
+                text_rows.append(row)
+                text_scores.append(item.score)
+        text_at = np.asarray(text_rows, dtype=np.int64)
+        candidates = np.unique(np.concatenate([found.query_rows, text_at]))
+        to_complete = [text_at]
+        context: dict[str, float] | None = None
+        sequence = self._sequence(scope, block, fusion.context_types) if fusion.uses_context else None
+        placed = sequence.position[candidates] if sequence is not None else np.empty(0, dtype=np.int64)
+        placed = placed[placed >= 0]
+        if sequence is not None and placed.size:
+            window = fusion.context_window
+            # Positions within the window of a candidate (they may be returned), and within twice the
+            # window (their own neighbours, which weigh their context).
+            near = _spread(placed, window, sequence.n)
+            reach = _spread(placed, 2 * window, sequence.n)
+            rows = sequence.rows[reach]
+            admitted = np.isin(rows, candidates)
+            others = np.flatnonzero(~admitted)
+            admitted[others] = self._admitted(block, rows[others], probe)
+            factors = relative_factors(fusion, legs)
+            own = np.zeros(rows.size)
+            if "query" in factors and similarity is not None:
+                close = similarity[rows]
+                counted = admitted if fusion.min_similarity is None else admitted & (close > fusion.min_similarity)
+                own += factors["query"] * np.where(counted, np.maximum(close, 0.0), 0.0)
+            if "text" in factors and text_rows:
+                words = dict(zip(text_rows, text_scores, strict=True))
+                own += factors["text"] * np.fromiter((words.get(r, 0.0) for r in rows.tolist()), float, rows.size)
+            best = np.zeros(rows.size)
+            for step in range(1, window + 1):
+                for shift in (step, -step):
+                    at = np.searchsorted(reach, reach + shift)
+                    inside = at < reach.size
+                    at[~inside] = 0
+                    hit = inside & (reach[at] == reach + shift) & admitted[at]
+                    best = np.maximum(best, np.where(hit, own[at], 0.0))
+            keep = np.isin(reach, near) & admitted
+            lifted = zip(rows[keep].tolist(), best[keep].tolist(), strict=True)
+            context = {block.record_ids[r]: b for r, b in lifted if b > 0}
+            to_complete.append(rows[keep])
+        if similarity is not None and "query" in legs:
+            extra = np.unique(np.concatenate(to_complete))
+            extra = extra[~np.isin(extra, found.query_rows)]
+            if fusion.min_similarity is not None:
+                extra = extra[similarity[extra] > fusion.min_similarity]
+            legs["query"] = legs["query"] + [
+                Ranked(block.record_ids[r], block.chain_ids[r], float(similarity[r])) for r in extra.tolist()
+            ]
+        return context
+
+    def _admitted(self, block: _VectorBlock, rows: np.ndarray, probe: _Where | None) -> np.ndarray:
+        """Whether the request admits each of these rows: the current active ones, or the filter's."""
+        if rows.size == 0 or probe is None:
+            return block.active[rows]
+        where, params = probe
+        ids = block.doc_ids[rows]
+        passed = self._db.execute(
+            f"SELECT d.id FROM docs d WHERE d.id IN (SELECT value FROM json_each(?)) AND {where}",
+            [json.dumps(ids.tolist()), *params],
+        ).fetchall()
+        return np.isin(ids, np.fromiter((r[0] for r in passed), dtype=np.int64, count=len(passed)))
+
+    def _sequence(self, scope: int, block: _VectorBlock, types: tuple[str, ...]) -> _Sequence | None:
+        """The memory's log of documents of these types (with vectors), in write order."""
+        sequence = block.sequence
+        if sequence is None or sequence.types != types:
+            marks = ",".join("?" * len(types))
+            rows = self._db.execute(
+                f"SELECT id, written_at FROM docs WHERE scope = ? AND embedding IS NOT NULL AND type IN ({marks}) "
+                "ORDER BY written_at, id",
+                (scope, *types),
+            ).fetchall()
+            placed = [(block.row_of[r[0]], (r[1], r[0])) for r in rows if r[0] in block.row_of]
+            sequence = _Sequence(types, [p[0] for p in placed], len(block.doc_ids), placed[-1][1] if placed else None)
+            block.sequence = sequence
+        return sequence if sequence.n else None
 
     def _admitted_rows(
         self,
@@ -409,9 +520,12 @@ class EmbeddedSearchIndex:
         admitted = self._db.execute(f"SELECT d.id FROM docs d WHERE {scan}", scan_params).fetchall()
         return block.rows_of(np.fromiter((r[0] for r in admitted), dtype=np.int64, count=len(admitted)))
 
-    def _text_leg(self, scope: int, terms: list[str], where: str, params: list[Any], depth: int) -> list[Ranked]:
+    def _text_leg(
+        self, scope: int, terms: list[str], where: str, params: list[Any], depth: int
+    ) -> tuple[list[Ranked], list[int]]:
+        """The best `depth` documents by BM25, and their document ids."""
         if not terms:
-            return []
+            return [], []
         fts = _fts(scope)
         found = {
             t: self._db.execute(f"SELECT count(*) FROM {fts} WHERE {fts} MATCH ?", (_phrase(t),)).fetchone()[0]
@@ -419,10 +533,10 @@ class EmbeddedSearchIndex:
         }
         present = [t for t in terms if found[t]]
         if not present:
-            return []
+            return [], []
         rare = [t for t in present if self._common_docs is None or found[t] <= self._common_docs]
         select = (
-            f"SELECT d.record_id, d.chain_id, -bm25({fts}) AS s FROM {fts} JOIN docs d ON d.id = {fts}.rowid "
+            f"SELECT d.record_id, d.chain_id, -bm25({fts}) AS s, d.id FROM {fts} JOIN docs d ON d.id = {fts}.rowid "
             f"WHERE {fts} MATCH ? AND {where}"
         )
         args: list[Any] = [_any_of(present), *params]
@@ -432,7 +546,7 @@ class EmbeddedSearchIndex:
             select += f" AND +{fts}.rowid IN (SELECT rowid FROM {fts} WHERE {fts} MATCH ?)"
             args.append(_any_of(rare))
         rows = self._db.execute(select + " ORDER BY s DESC, d.record_id LIMIT ?", [*args, depth]).fetchall()
-        return [Ranked(r[0], r[1], float(r[2])) for r in rows]
+        return [Ranked(r[0], r[1], float(r[2])) for r in rows], [int(r[3]) for r in rows]
 
     def _recency_leg(self, where: str, params: list[Any], limit: int) -> list[Ranked]:
         rows = self._db.execute(
@@ -446,7 +560,7 @@ class EmbeddedSearchIndex:
         block = self._blocks.get(scope)
         if block is None:
             rows = self._db.execute(
-                "SELECT id, record_id, chain_id, status, embedding FROM docs "
+                "SELECT id, record_id, chain_id, status, embedding, written_at, type FROM docs "
                 "WHERE scope = ? AND embedding IS NOT NULL ORDER BY id",
                 (scope,),
             ).fetchall()
@@ -458,9 +572,53 @@ class EmbeddedSearchIndex:
 # -- the vector cache of one memory ------------------------------------------------------------
 
 
+@dataclass
+class _Found:
+    """What one search's signals found, for relative fusion to complete."""
+
+    similarity: np.ndarray | None = None  # the query's similarity to every row of the memory's block
+    query_rows: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    text_docs: list[int] = field(default_factory=list)
+
+
+class _Sequence:
+    """A memory's log: the block rows of some document types in write order (written_at, then the
+    order they were indexed in), with each row's position. Appends stay cheap; anything else (an
+    erase, a write older than the last) makes the block drop it, to be read again in order."""
+
+    def __init__(self, types: tuple[str, ...], rows: list[int], capacity: int, last: tuple[str, int] | None) -> None:
+        self.types = types
+        self.n = len(rows)
+        self.rows = np.zeros(max(64, 2 * self.n), dtype=np.int64)
+        self.rows[: self.n] = rows
+        self.position = np.full(max(capacity, 1), -1, dtype=np.int64)
+        self.position[self.rows[: self.n]] = np.arange(self.n)
+        self.last = last
+
+    def follows(self, key: tuple[str, int]) -> bool:
+        return self.last is None or key >= self.last
+
+    def append(self, row: int, key: tuple[str, int]) -> None:
+        if self.n == len(self.rows):
+            self.rows = np.concatenate([self.rows, np.zeros(len(self.rows), dtype=np.int64)])
+        if row >= len(self.position):
+            self.fit(row + 1)
+        self.rows[self.n] = row
+        self.position[row] = self.n
+        self.n += 1
+        self.last = key
+
+    def fit(self, capacity: int) -> None:
+        if capacity > len(self.position):
+            grown = np.full(max(capacity, 2 * len(self.position)), -1, dtype=np.int64)
+            grown[: len(self.position)] = self.position
+            self.position = grown
+
+
 class _VectorBlock:
-    """The vectors of one memory as a growable float32 matrix, with the document id, record id and
-    active flag of each row. Removal swaps the last row into the hole, so writes are O(1)."""
+    """The vectors of one memory as a growable float32 matrix, with the document id, record id, write
+    time, type and active flag of each row. Removal swaps the last row into the hole, so writes are
+    O(1)."""
 
     def __init__(self, dimensions: int, capacity: int = 64) -> None:
         self.n = 0
@@ -469,7 +627,10 @@ class _VectorBlock:
         self.active = np.zeros(capacity, dtype=bool)
         self.record_ids: list[str] = []
         self.chain_ids: list[str] = []
+        self.written: list[str] = []
+        self.types: list[str] = []
         self.row_of: dict[int, int] = {}
+        self.sequence: _Sequence | None = None
         self._sorted: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
@@ -482,11 +643,15 @@ class _VectorBlock:
             block.active[:n] = [r[3] == "active" for r in rows]
             block.record_ids = [r[1] for r in rows]
             block.chain_ids = [r[2] for r in rows]
+            block.written = [r[5] for r in rows]
+            block.types = [r[6] for r in rows]
             block.row_of = {int(r[0]): i for i, r in enumerate(rows)}
             block.n = n
         return block
 
-    def put(self, doc_id: int, record_id: str, chain_id: str, vector: bytes, active: bool) -> None:
+    def put(
+        self, doc_id: int, record_id: str, chain_id: str, vector: bytes, active: bool, written: str, type_: str
+    ) -> None:
         row = self.row_of.get(doc_id)
         if row is None:
             if self.n == len(self.doc_ids):
@@ -496,11 +661,23 @@ class _VectorBlock:
             self.row_of[doc_id] = row
             self.record_ids.append(record_id)
             self.chain_ids.append(chain_id)
+            self.written.append(written)
+            self.types.append(type_)
             self.doc_ids[row] = doc_id
             self._sorted = None
+            sequence = self.sequence
+            if sequence is not None and type_ in sequence.types:
+                if sequence.follows((written, doc_id)):
+                    sequence.append(row, (written, doc_id))
+                else:
+                    self.sequence = None
         else:
+            if (self.written[row], self.types[row]) != (written, type_):
+                self.sequence = None
             self.record_ids[row] = record_id
             self.chain_ids[row] = chain_id
+            self.written[row] = written
+            self.types[row] = type_
         self.vectors[row] = np.frombuffer(vector, dtype=np.float32)
         self.active[row] = active
 
@@ -516,12 +693,17 @@ class _VectorBlock:
             self.active[row] = self.active[last]
             self.record_ids[row] = self.record_ids[last]
             self.chain_ids[row] = self.chain_ids[last]
+            self.written[row] = self.written[last]
+            self.types[row] = self.types[last]
             self.row_of[moved] = row
         self.vectors[last] = 0.0
         self.record_ids.pop()
         self.chain_ids.pop()
+        self.written.pop()
+        self.types.pop()
         self.n = last
         self._sorted = None
+        self.sequence = None
 
     def rows_of(self, doc_ids: np.ndarray) -> np.ndarray:
         """The rows of these documents, skipping documents without a vector."""
@@ -545,9 +727,17 @@ class _VectorBlock:
         active = np.zeros(capacity, dtype=bool)
         active[: self.n] = self.active[: self.n]
         self.vectors, self.doc_ids, self.active = vectors, doc_ids, active
+        if self.sequence is not None:
+            self.sequence.fit(capacity)
 
 
 # -- SQL helpers -------------------------------------------------------------------------------
+
+
+def _spread(positions: np.ndarray, width: int, size: int) -> np.ndarray:
+    """The sorted positions within `width` of any of these, inside [0, size)."""
+    spread = np.unique((positions[:, None] + np.arange(-width, width + 1)[None, :]).reshape(-1))
+    return spread[(spread >= 0) & (spread < size)]
 
 
 def _fts(scope: int) -> str:

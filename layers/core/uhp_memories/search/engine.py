@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from uhp_memories.domain.errors import MemoryInvalid
 from uhp_memories.domain.filters import Filter
@@ -77,6 +76,11 @@ class RecallEngine:
         self.embedder = embedder
         self._text = text
 
+    @property
+    def model_id(self) -> str:
+        """The embedding model of this engine (an abstain threshold is calibrated per model)."""
+        return self.embedder.model_id
+
     def index_versions(self, versions: Sequence[RecordVersion], *, reuse_all: bool = False) -> None:
         """Index these versions (upsert). Call it after the DynamoDB commit with every version the
         write touched: remember -> [new]; revise -> [closed previous, new]; forget -> [closed].
@@ -106,6 +110,13 @@ class RecallEngine:
         every derived record, are the caller's to list)."""
         self.index.delete(tenant, memory_id, record_ids)
 
+    def embed_query(self, query: str) -> list[float] | None:
+        """The vector of a recall query (None for a blank one): embedded once, it serves every memory
+        a recall searches, and it can be computed while the caller's access is being checked."""
+        if not query.strip():
+            return None
+        return self.embedder.embed([query])[0]
+
     def drop_memory(self, tenant: str, memory_id: str) -> None:
         self.index.delete_memory(tenant, memory_id)
 
@@ -122,12 +133,13 @@ class RecallEngine:
         as_of: str | None = None,
         limit: int = 10,
         fusion: Fusion | None = None,
+        vector: Sequence[float] | None = None,
     ) -> list[Hit]:
-        """Recall inside one memory: `query` is embedded here; `filters` is the parsed filter tree
-        (domain.filters.parse_filter); `as_of` an instant (a snapshot's name resolved already)."""
-        vector: Any = None
-        if query is not None and query.strip():
-            vector = self.embedder.embed([query])[0]
+        """Recall inside one memory: `query` is embedded here, unless its `vector` is given (from
+        embed_query); `filters` is the parsed filter tree (domain.filters.parse_filter); `as_of` an
+        instant (a snapshot's name resolved already)."""
+        if vector is None and query is not None:
+            vector = self.embed_query(query)
         request = SearchRequest(
             tenant=tenant,
             memory_id=memory_id,

@@ -19,6 +19,7 @@ from uhp_memories.domain.timefmt import parse_instant
 
 INCLUDE_VALUES = ("active", "all")
 SIGNALS = ("query", "text", "filters")
+CONTEXT = "context"  # in `why`: the episodes around this one matched better than it did itself
 MAX_LIMIT = 1000
 
 
@@ -49,30 +50,64 @@ class SearchDocument:
         return self.invalidated_at is None
 
 
+FUSION_METHODS = ("relative", "rrf")
+
+
 @dataclass(frozen=True)
 class Fusion:
-    """How the signals of one request become one ranking: weighted reciprocal rank fusion.
+    """How the signals of one request become one ranking.
 
-    fused(d) = sum over signals s of weight_s / (k + rank_s(d)), rank from 1; the reported score is
-    fused(d) divided by its largest possible value, so a document ranked first by every signal asked
-    for scores 1.0. Each signal ranks its best `candidates` documents (at least the request's limit),
-    every filter applied before that cut. A vector candidate whose cosine similarity is not above
-    `min_similarity` is dropped from the query signal (None keeps every candidate): by default a
-    vector orthogonal or opposite to the query never counts as a match."""
+    `relative` (the default): each signal's raw score is divided by the best score that signal gave
+    in this request (cosine similarity for `query`, BM25 for `text`), and the weighted mean of those
+    shares is the document's own score, in [0, 1]. A document found by one signal is scored by the
+    other too where the adapter can (the embedded engine has every similarity at hand), so a
+    candidate is never penalised for falling just outside the other signal's cut. `rrf`: weighted
+    reciprocal rank fusion, sum over signals of weight / (k + rank), divided by its largest possible
+    value. Either way a document ranked first by every signal asked for scores 1.0.
 
-    k: float = 60.0
+    Context: an episode (a record of one of `context_types`, as observe writes them) is read with
+    the episodes logged around it. Its score becomes 1 - (1 - own) * (1 - context_weight * best),
+    where `best` is the best own score among the `context_window` episodes before and after it in
+    the memory's log (write order) that the request admits: the turn that answers a question is
+    often the one after the turn that matches its words. Only documents that match a signal of
+    their own are ever returned; context re-ranks them. `context_weight` 0 turns it off; adapters
+    that cannot see the log (OpenSearch, for now) ignore it.
+
+    Each signal ranks its best `candidates` documents (at least the request's limit), every filter
+    applied before that cut. A vector candidate whose cosine similarity is not above `min_similarity`
+    is dropped from the query signal (None keeps every candidate): by default a vector orthogonal or
+    opposite to the query never counts as a match.
+
+    Defaults were chosen on the LoCoMo dev set (bench/recall_locomo.py, docs/benchmarks.md)."""
+
+    method: str = "relative"
+    k: float = 60.0  # rrf only
     query_weight: float = 1.0
     text_weight: float = 1.0
     candidates: int = 100
     min_similarity: float | None = 0.0
+    context_weight: float = 0.7
+    context_window: int = 2
+    context_types: tuple[str, ...] = ("episode",)
 
     def __post_init__(self) -> None:
+        if self.method not in FUSION_METHODS:
+            raise ValueError(f"fusion method must be one of {FUSION_METHODS}")
         if not (self.k >= 0 and math.isfinite(self.k)):
             raise ValueError("fusion k must be a finite number >= 0")
         if self.query_weight < 0 or self.text_weight < 0:
             raise ValueError("fusion weights must be >= 0")
         if self.candidates < 1:
             raise ValueError("fusion candidates must be >= 1")
+        if not 0 <= self.context_weight <= 1:
+            raise ValueError("fusion context_weight must be between 0 and 1")
+        if self.context_window < 0:
+            raise ValueError("fusion context_window must be >= 0")
+        object.__setattr__(self, "context_types", tuple(self.context_types))
+
+    @property
+    def uses_context(self) -> bool:
+        return self.context_weight > 0 and self.context_window > 0 and bool(self.context_types)
 
 
 @dataclass(frozen=True)
@@ -117,7 +152,8 @@ class SearchRequest:
 
 @dataclass(frozen=True)
 class Hit:
-    """One result. `why` lists the signals that produced it, in the order of SIGNALS; `signals` holds
+    """One result. `why` lists the signals that produced it, in the order of SIGNALS, then CONTEXT when
+    the episodes logged around it lifted it more than its own match did; `signals` holds
     each matching signal's raw score (`query`: cosine similarity; `text`: the engine's BM25 score),
     which is what an abstain threshold is calibrated on."""
 

@@ -33,6 +33,15 @@ class DynamoRecordRepository:
             return None
         return record_from(item)
 
+    def get_many(self, tenant: str, memory_id: str, record_ids: Sequence[str]) -> dict[str, RecordVersion]:
+        pk = keys.memory_pk(tenant, memory_id)
+        found: dict[str, RecordVersion] = {}
+        for item in self._table.get_many([(pk, keys.record_sk(rid)) for rid in record_ids]):
+            if item.get("entity") == "record" and item.get("tenant") == tenant:
+                record = record_from(item)
+                found[record.id] = record
+        return found
+
     def _count(self, record: RecordVersion, delta: int) -> dict:
         return self._table.update_op(
             keys.memory_pk(record.tenant, record.memory_id),

@@ -1,0 +1,662 @@
+"""Recall on LoCoMo through the public HTTP API of a local server: quality, abstain and latency.
+
+Not a test. Starts the local mode in this process (moto + the local gateway on 127.0.0.1, the
+embedded engine with all-MiniLM-L6-v2) and talks to it over real HTTP with `requests`.
+
+Quality (the default): one memory per LoCoMo conversation of the dev file; every turn observed as
+an episode ("Speaker: text", attributes dia_id / session / speaker, time.valid_from = the session
+date), in session order, one observe call per session (<= 50 turns). Then every question is
+recalled, and R@k is LoCoMo's retrieval measure: the share of a question's evidence turns found in
+the top k, averaged over questions (adversarial ones included), per category and overall. Side by
+side in the same run: BM25 alone (`text` only), MiniLM alone (`query` only), the product default
+(`query` + `text`), and, through the engine in process on the same index, the fusion settings the
+default was chosen against (so every figure has its baseline from the same machine and minute).
+Abstain is measured on the default `limit` on answerable (categories 1-4), adversarial (5) and
+foreign questions (questions of the other conversations, about people this memory never met).
+
+Scale (`--scale N`): one memory of N episodes (the dev file's turns, cycled), ingested through
+observe in calls of 50, then recall latency p50/p95 through the gateway for the default request
+and for BM25 alone, and the engine's own share of it.
+
+Results go to bench/results/*.json; docs/benchmarks.md is rebuilt from every result file present.
+
+Usage:
+  python bench/recall_locomo.py [--data PATH]       # quality on the dev set
+  python bench/recall_locomo.py --scale 10000 [--scale 100000] [--searches 300]
+  python bench/recall_locomo.py --render            # rebuild docs/benchmarks.md only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import sqlite3
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
+RESULTS = ROOT / "bench" / "results"
+DOC = ROOT / "docs" / "benchmarks.md"
+KS = (1, 5, 10, 25)
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+TENANT, KEY = "bench", "k-bench-" + "0" * 24
+OBSERVE_MAX = 50
+THRESHOLDS = (0.30, 0.35, 0.375, 0.40, 0.425, 0.45, 0.475, 0.50, 0.55)
+
+
+# -- the data ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Turn:
+    dia_id: str
+    session: int
+    speaker: str
+    text: str
+    date: str  # RFC 3339
+
+    @property
+    def content(self) -> str:
+        return f"{self.speaker}: {self.text}"
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    category: int
+    evidence: frozenset[str]
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    speakers: tuple[str, str]
+    turns: list[Turn]
+    questions: list[Question]
+
+
+def session_date(raw: str) -> str:
+    """'1:56 pm on 8 May, 2023' -> '2023-05-08T13:56:00Z' (LoCoMo gives no zone: taken as UTC)."""
+    moment = datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def evidence_ids(raw: Sequence[str], known: set[str]) -> frozenset[str]:
+    """LoCoMo's evidence lists hold a few malformed entries ('D8:6; D9:17', 'D:11:26', 'D'): split
+    them, repair the obvious, and drop ids that name no turn."""
+    found = set()
+    for entry in raw:
+        for part in re.split(r"[;,\s]+", entry):
+            match = re.fullmatch(r"D:?(\d+):(\d+)", part.strip())
+            if match:
+                dia_id = f"D{int(match.group(1))}:{int(match.group(2))}"
+                if dia_id in known:
+                    found.add(dia_id)
+    return frozenset(found)
+
+
+def load_locomo(path: Path) -> list[Conversation]:
+    conversations = []
+    for sample in json.loads(path.read_text()):
+        conv = sample["conversation"]
+        sessions = sorted(
+            int(m.group(1)) for key in conv if (m := re.fullmatch(r"session_(\d+)", key)) and conv[key]
+        )
+        turns = [
+            Turn(t["dia_id"], s, t["speaker"], t["text"], session_date(conv[f"session_{s}_date_time"]))
+            for s in sessions
+            for t in conv[f"session_{s}"]
+        ]
+        known = {t.dia_id for t in turns}
+        questions = [
+            Question(q["question"], int(q["category"]), evidence_ids(q.get("evidence", []), known))
+            for q in sample["qa"]
+        ]
+        conversations.append(
+            Conversation(sample["sample_id"], (conv["speaker_a"], conv["speaker_b"]), turns, questions)
+        )
+    return conversations
+
+
+# -- the server and its API ----------------------------------------------------------------------
+
+
+@dataclass
+class Api:
+    """The public HTTP API, as a client sees it."""
+
+    base_url: str
+    session: Any
+    calls: dict[str, list[float]] = field(default_factory=dict)
+
+    def post(self, path: str, body: Any, timer: str | None = None) -> Any:
+        start = time.perf_counter()
+        answer = self.session.post(self.base_url + path, json=body, headers={"x-api-key": KEY}, timeout=120)
+        elapsed = (time.perf_counter() - start) * 1000
+        if answer.status_code not in (200, 201):
+            raise RuntimeError(f"POST {path}: {answer.status_code} {answer.text[:300]}")
+        if timer:
+            self.calls.setdefault(timer, []).append(elapsed)
+        return answer.json()
+
+    def create_memory(self, name: str, description: str) -> str:
+        return str(self.post("/v1/memories", {"name": name, "description": description})["id"])
+
+    def observe(self, memory_id: str, episodes: list[dict[str, Any]]) -> list[str]:
+        answer = self.post(f"/v1/memories/{memory_id}/observe", {"episodes": episodes}, timer="observe")
+        return [r["id"] for r in answer["records"]]
+
+    def recall(self, memory_id: str, body: dict[str, Any], timer: str) -> dict[str, Any]:
+        return dict(self.post(f"/v1/memories/{memory_id}/recall", body, timer=timer))
+
+
+@dataclass
+class Local:
+    api: Api
+    engine: Any  # the RecallEngine of the running server, for the in-process comparisons
+
+
+@contextmanager
+def local_server() -> Iterator[Local]:
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
+    import requests
+
+    from uhp_memories.local.gateway import LocalGateway
+    from uhp_memories.local.moto_env import KeyEntry, LocalAws
+
+    aws = LocalAws().start()
+    gateway = LocalGateway("127.0.0.1", 0).start_background()
+    try:
+        aws.add_keys([KeyEntry(KEY, TENANT, "user:bench")])
+        assert aws.container is not None
+        engine = aws.container.recall_engine()
+        engine.embedder.load()  # the model loads once, before anything is timed
+        yield Local(Api(gateway.url, requests.Session()), engine)
+    finally:
+        gateway.stop()
+        aws.stop()
+
+
+def episodes_of(turns: Sequence[Turn], copy: int | None = None) -> list[dict[str, Any]]:
+    out = []
+    for t in turns:
+        attributes: dict[str, Any] = {"dia_id": t.dia_id, "session": t.session, "speaker": t.speaker}
+        if copy is not None:
+            attributes["copy"] = copy
+        out.append({"content": t.content, "attributes": attributes, "time": {"valid_from": t.date}})
+    return out
+
+
+def ingest(api: Api, memory_id: str, turns: Sequence[Turn], copy: int | None = None) -> dict[str, str]:
+    """Observe the turns in order, one call per session (or per 50 turns): record id -> dia_id."""
+    ids: dict[str, str] = {}
+    batch: list[Turn] = []
+
+    def flush() -> None:
+        for record_id, turn in zip(api.observe(memory_id, episodes_of(batch, copy)), batch, strict=True):
+            ids[record_id] = turn.dia_id
+        batch.clear()
+
+    for turn in turns:
+        if batch and (len(batch) == OBSERVE_MAX or batch[-1].session != turn.session):
+            flush()
+        batch.append(turn)
+    if batch:
+        flush()
+    return ids
+
+
+# -- measures ----------------------------------------------------------------------------------
+
+
+def percentile(samples: Sequence[float], share: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def latency(samples: Sequence[float]) -> dict[str, float]:
+    return {"p50": statistics.median(samples), "p95": percentile(samples, 0.95), "n": len(samples)}
+
+
+def recall_at(ranked: Sequence[str], evidence: frozenset[str]) -> dict[int, float]:
+    return {k: len(evidence & set(ranked[:k])) / len(evidence) for k in KS}
+
+
+def summarise(per_question: list[tuple[int, dict[int, float]]]) -> dict[str, Any]:
+    def mean(rows: list[dict[int, float]]) -> dict[str, float]:
+        return {str(k): statistics.fmean(r[k] for r in rows) for k in KS}
+
+    out: dict[str, Any] = {"overall": mean([r for _, r in per_question]), "n": len(per_question)}
+    for category in CATEGORIES:
+        rows = [r for c, r in per_question if c == category]
+        out[str(category)] = {**mean(rows), "n": len(rows)}
+    return out
+
+
+@dataclass
+class Run:
+    """One way of asking: through HTTP (`fusion` None) or through the engine in process with these
+    fusion settings, on the same memories."""
+
+    name: str
+    body: Callable[[str], dict[str, Any]]
+    fusion: Any
+    note: str
+
+
+def quality(data_path: Path) -> dict[str, Any]:
+    from uhp_memories.search.ports import Fusion
+
+    conversations = load_locomo(data_path)
+    default = Fusion()
+    text_only, query_only, both = (lambda q: {"text": q}), (lambda q: {"query": q}), (lambda q: {"query": q, "text": q})
+    runs = [
+        Run("BM25 alone", text_only, Fusion(query_weight=0.0, context_weight=0.0), "the baseline: FTS5 BM25"),
+        Run("MiniLM alone", query_only, Fusion(text_weight=0.0, context_weight=0.0), "cosine similarity, `query` only"),
+        Run("RRF k=60, no context", both, Fusion(method="rrf", k=60.0, context_weight=0.0), "the previous default"),
+        Run("relative fusion, no context", both, Fusion(context_weight=0.0), "the new fusion alone"),
+        Run("default, text only", text_only, None, "`text` = question"),
+        Run("default, query only", query_only, None, "`query` = question"),
+        Run("default", both, None, "`query` = `text` = question"),
+    ]
+    results: dict[str, Any] = {"runs": {}, "data": str(data_path.name), "machine": machine()}
+    with local_server() as local:
+        api = local.api
+        memories: list[tuple[Conversation, str, dict[str, str]]] = []
+        start = time.perf_counter()
+        for conv in conversations:
+            memory_id = api.create_memory(conv.sample_id, f"LoCoMo {conv.sample_id}: {' and '.join(conv.speakers)}")
+            memories.append((conv, memory_id, ingest(api, memory_id, conv.turns)))
+        elapsed = time.perf_counter() - start
+        turns = sum(len(c.turns) for c in conversations)
+        results["ingest"] = {
+            "records": turns,
+            "seconds": elapsed,
+            "records_per_s": turns / elapsed,
+            "observe_ms": latency(api.calls["observe"]),
+        }
+        print(f"ingested {turns} turns in {elapsed:.1f} s ({turns / elapsed:.0f} records/s)", flush=True)
+
+        for run in runs:
+            per_question: list[tuple[int, dict[int, float]]] = []
+            timer = "recall:" + run.name
+            for conv, memory_id, dia_of in memories:
+                for question in conv.questions:
+                    if not question.evidence:
+                        continue
+                    body = run.body(question.text)
+                    if run.fusion is None:
+                        answer = api.recall(memory_id, {**body, "limit": max(KS)}, timer)
+                        ranked = [dia_of.get(r["record"]["id"], "") for r in answer["results"]]
+                    else:
+                        hits = local.engine.search(TENANT, memory_id, limit=max(KS), fusion=run.fusion, **body)
+                        ranked = [dia_of.get(h.record_id, "") for h in hits]
+                    per_question.append((question.category, recall_at(ranked, question.evidence)))
+            summary = summarise(per_question)
+            summary["note"] = run.note
+            summary["through"] = "HTTP" if run.fusion is None else "engine"
+            results["runs"][run.name] = summary
+            overall = summary["overall"]
+            print(f"{run.name:32s} " + " ".join(f"R@{k}={overall[str(k)]:.3f}" for k in KS), flush=True)
+
+        results["abstain"], results["calibration"], results["latency"] = abstain_and_latency(
+            local, memories, conversations, default
+        )
+    results["fusion"] = {
+        "method": default.method,
+        "query_weight": default.query_weight,
+        "text_weight": default.text_weight,
+        "candidates": default.candidates,
+        "context_weight": default.context_weight,
+        "context_window": default.context_window,
+        "context_types": list(default.context_types),
+    }
+    return results
+
+
+def abstain_and_latency(
+    local: Local,
+    memories: list[tuple[Conversation, str, dict[str, str]]],
+    conversations: list[Conversation],
+    default: Any,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Ask every question with the default limit, as a caller would: abstain rates and latency. The
+    best `query` similarity among the returned hits (what AbstainPolicy reads) is taken from the
+    engine in process, for the trade-off curve of the threshold."""
+    from uhp_memories.domain.recall import AbstainPolicy
+
+    api = local.api
+    policy = AbstainPolicy()
+    abstained: dict[str, dict[str, list[bool]]] = {}
+    best: dict[str, list[float]] = {"answerable": [], "adversarial": [], "foreign": []}
+    asks = [("default", lambda q: {"query": q, "text": q}), ("default, query only", lambda q: {"query": q}),
+            ("default, text only", lambda q: {"text": q})]
+    for index, (conv, memory_id, _) in enumerate(memories):
+        own = [(("adversarial" if q.category == 5 else "answerable"), q.text) for q in conv.questions]
+        foreign = [
+            ("foreign", q.text)
+            for other in conversations
+            if other is not conv
+            for n, q in enumerate(other.questions)
+            if q.category != 5 and n % 6 == index % 6
+        ]
+        for kind, text in own + foreign:
+            for name, body in asks:
+                answer = api.recall(memory_id, body(text), timer="latency:" + name)
+                abstained.setdefault(name, {}).setdefault(kind, []).append(bool(answer["abstain"]))
+            hits = local.engine.search(TENANT, memory_id, query=text, text=text, limit=10)
+            best[kind].append(max((float(h.signals.get("query", -1.0)) for h in hits), default=-1.0))
+    rates = {
+        name: {kind: {"rate": statistics.fmean(flags), "n": len(flags)} for kind, flags in by_kind.items()}
+        for name, by_kind in abstained.items()
+    }
+    curve = {
+        f"{t:.3f}": {kind: statistics.fmean(v < t for v in values) for kind, values in best.items()}
+        for t in THRESHOLDS
+    }
+    # The rule the default follows: the highest threshold (0.01 steps) that abstains on at most 1% of
+    # the answerable questions.
+    chosen = max(
+        (t / 100 for t in range(0, 100) if statistics.fmean(v < t / 100 for v in best["answerable"]) <= 0.01),
+        default=0.0,
+    )
+    calibration = {
+        "threshold": policy.threshold(local.engine.model_id),
+        "rule": "highest threshold abstaining on <= 1% of answerable questions",
+        "rule_threshold": chosen,
+        "curve": curve,
+    }
+    timings = {name: latency(api.calls["latency:" + name]) for name, _ in asks}
+    return rates, calibration, timings
+
+
+def scale(size: int, data_path: Path, searches: int) -> dict[str, Any]:
+    conversations = load_locomo(data_path)
+    every = [t for c in conversations for t in c.turns]
+    questions = [q.text for c in conversations for q in c.questions]
+    random.Random(size).shuffle(questions)
+    results: dict[str, Any] = {"size": size, "machine": machine()}
+    with local_server() as local:
+        api = local.api
+        memory_id = api.create_memory(f"scale-{size}", f"{size} LoCoMo turns, cycled")
+        start = time.perf_counter()
+        written, copy, mark = 0, 0, time.perf_counter()
+        while written < size:
+            chunk = every[: size - written]
+            ingest(api, memory_id, chunk, copy=copy)
+            written += len(chunk)
+            copy += 1
+            now = time.perf_counter()
+            print(f"  {written:,} records, {written / (now - start):.0f} records/s", flush=True)
+            mark = now
+        elapsed = mark - start
+        results["ingest"] = {
+            "records": size,
+            "seconds": elapsed,
+            "records_per_s": size / elapsed,
+            "observe_ms": latency(api.calls["observe"]),
+        }
+        asks = {
+            "default": lambda q: {"query": q, "text": q},
+            "default, query only": lambda q: {"query": q},
+            "default, text only": lambda q: {"text": q},
+        }
+        for body in asks.values():  # warm: the first search loads the memory's vectors
+            api.recall(memory_id, body(questions[0]), timer="warm")
+        for question in questions[:searches]:
+            for name, body in asks.items():
+                api.recall(memory_id, body(question), timer=name)
+        results["latency"] = {name: latency(api.calls[name]) for name in asks}
+        engine_ms: list[float] = []
+        embed_ms: list[float] = []
+        for question in questions[:searches]:
+            start = time.perf_counter()
+            local.engine.embedder.embed([question])
+            embed_ms.append((time.perf_counter() - start) * 1000)
+            start = time.perf_counter()
+            local.engine.search(TENANT, memory_id, query=question, text=question, limit=10)
+            engine_ms.append((time.perf_counter() - start) * 1000)
+        results["engine"] = {"search": latency(engine_ms), "embed_query": latency(embed_ms)}
+        results["first_search_ms"] = api.calls["warm"][0]
+    return results
+
+
+def machine() -> dict[str, Any]:
+    import numpy
+    import onnxruntime
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "sqlite": sqlite3.sqlite_version,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+    }
+
+
+# -- the report --------------------------------------------------------------------------------
+
+
+def _r(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def _ratio(value: float, base: float) -> str:
+    return f"{value / base:.2f}x" if base else "-"
+
+
+def render_quality(q: dict[str, Any]) -> list[str]:
+    runs = q["runs"]
+    base = runs["BM25 alone"]["overall"]
+    lines = [
+        "## Quality on the LoCoMo dev set",
+        "",
+        f"{q['runs']['default']['n']} questions with evidence (of 6 conversations, "
+        f"{q['ingest']['records']} turns), adversarial ones included. R@k: the share of a question's "
+        "evidence turns in the top k, LoCoMo's own measure. Ratios are against BM25 alone, run in the "
+        "same process on the same memories.",
+        "",
+        "| run | through | R@1 | R@5 | R@10 | R@25 | R@10 vs BM25 | notes |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, run in runs.items():
+        o = run["overall"]
+        lines.append(
+            f"| {name} | {run['through']} | " + " | ".join(_r(o[str(k)]) for k in KS)
+            + f" | {_ratio(o['10'], base['10'])} | {run['note']} |"
+        )
+    lines += [
+        "",
+        "R@10 per category (LoCoMo's numbering; n = questions with evidence):",
+        "",
+        "| run | " + " | ".join(f"{c} {n} (n={runs['default'][str(c)]['n']})" for c, n in CATEGORIES.items())
+        + " |",
+        "|---|" + "---|" * len(CATEGORIES),
+    ]
+    for name, run in runs.items():
+        lines.append(f"| {name} | " + " | ".join(_r(run[str(c)]["10"]) for c in CATEGORIES) + " |")
+    lines += ["", "The default per category, every k:", "", "| category | R@1 | R@5 | R@10 | R@25 |"]
+    lines.append("|---|---|---|---|---|")
+    for c, n in CATEGORIES.items():
+        row = runs["default"][str(c)]
+        lines.append(f"| {c} {n} | " + " | ".join(_r(row[str(k)]) for k in KS) + " |")
+    ab = q["abstain"]
+    lines += [
+        "",
+        "### Abstain",
+        "",
+        "Share of questions answered with `abstain: true` at the default limit. Answerable: categories "
+        "1-4 of the memory's own conversation; adversarial: category 5 (they name the wrong speaker for "
+        "something that was said); foreign: questions of the other conversations, about people this "
+        "memory never heard of.",
+        "",
+        "| request | answerable | adversarial | foreign |",
+        "|---|---|---|---|",
+    ]
+    for name, kinds in ab.items():
+        lines.append(
+            f"| {name} | " + " | ".join(
+                f"{kinds[k]['rate']:.3f} (n={kinds[k]['n']})" for k in ("answerable", "adversarial", "foreign")
+            ) + " |"
+        )
+    cal = q["calibration"]
+    lines += [
+        "",
+        f"Trade-off of the abstain threshold (default for MiniLM: {cal['threshold']}): abstain when the "
+        "best cosine similarity among the returned hits (default request, default limit) is below it. "
+        f"The default follows the rule \"{cal['rule']}\", which picks {cal['rule_threshold']:.2f} on this run.",
+        "",
+        "| threshold | answerable | adversarial | foreign |",
+        "|---|---|---|---|",
+    ]
+    for threshold, kinds in cal["curve"].items():
+        lines.append(
+            f"| {threshold} | " + " | ".join(f"{kinds[k]:.3f}" for k in ("answerable", "adversarial", "foreign")) + " |"
+        )
+    lat = q["latency"]
+    base_lat = lat["default, text only"]
+    lines += [
+        "",
+        "### Latency and ingest (dev set, ~600 records per memory)",
+        "",
+        "Recall through the gateway, client side, default limit (10), every question asked once per request kind.",
+        "",
+        "| request | p50 ms | p95 ms | p50 vs text only | p95 vs text only |",
+        "|---|---|---|---|---|",
+    ]
+    for name, t in lat.items():
+        lines.append(
+            f"| {name} | {t['p50']:.1f} | {t['p95']:.1f} | {_ratio(t['p50'], base_lat['p50'])} | "
+            f"{_ratio(t['p95'], base_lat['p95'])} |"
+        )
+    ing = q["ingest"]
+    lines += [
+        "",
+        f"Ingest: {ing['records']} turns through observe (one call per session) in {ing['seconds']:.1f} s, "
+        f"{ing['records_per_s']:.0f} records/s; an observe call p50 {ing['observe_ms']['p50']:.0f} ms, "
+        f"p95 {ing['observe_ms']['p95']:.0f} ms (embedding included).",
+        "",
+    ]
+    return lines
+
+
+def render_scale(results: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "## Latency at scale: one memory of N records",
+        "",
+        "The dev set's turns cycled into one memory (so texts repeat every 3,435 records), ingested "
+        "through observe in calls of at most 50 episodes; then the questions of the dev set, in a "
+        "shuffled order, through the gateway with the default limit. `engine` is the search alone "
+        "in process (embedding of the query included); the rest of a request is HTTP, the handler, "
+        "the access checks and the read-back of every hit from DynamoDB (moto).",
+        "",
+        "| records | request | p50 ms | p95 ms | p50 vs text only | p95 vs text only | target |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        size = r["size"]
+        base = r["latency"]["default, text only"]
+        for name, t in r["latency"].items():
+            target = ""
+            if name == "default":
+                if size <= 10_000:
+                    ok = t["p50"] <= 25 and t["p95"] <= 60
+                    target = f"p50 <= 25, p95 <= 60: {'met' if ok else 'NOT met'}"
+                else:
+                    target = f"p95 <= 150: {'met' if t['p95'] <= 150 else 'NOT met'}"
+            lines.append(
+                f"| {size:,} | {name} | {t['p50']:.1f} | {t['p95']:.1f} | {_ratio(t['p50'], base['p50'])} | "
+                f"{_ratio(t['p95'], base['p95'])} | {target} |"
+            )
+        e = r["engine"]
+        lines.append(
+            f"| {size:,} | engine: search (query + text) | {e['search']['p50']:.1f} | {e['search']['p95']:.1f} | | | |"
+        )
+        lines.append(
+            f"| {size:,} | engine: embed the query | {e['embed_query']['p50']:.1f} | "
+            f"{e['embed_query']['p95']:.1f} | | | |"
+        )
+    lines += ["", "| records | ingest records/s | observe call p50 ms | p95 ms | first search ms (loads vectors) |",
+              "|---|---|---|---|---|"]
+    for r in results:
+        i = r["ingest"]
+        lines.append(
+            f"| {r['size']:,} | {i['records_per_s']:.0f} | {i['observe_ms']['p50']:.0f} | "
+            f"{i['observe_ms']['p95']:.0f} | {r['first_search_ms']:.0f} |"
+        )
+    lines.append("")
+    return lines
+
+
+def render() -> None:
+    quality_file = RESULTS / "recall-locomo.json"
+    scales = sorted(
+        (json.loads(p.read_text()) for p in RESULTS.glob("recall-scale-*.json")), key=lambda r: r["size"]
+    )
+    intro = (ROOT / "bench" / "recall_locomo.md").read_text()
+    lines = [intro.rstrip(), ""]
+    machines = []
+    if quality_file.exists():
+        q = json.loads(quality_file.read_text())
+        lines += render_quality(q)
+        machines.append(("quality", q["machine"]))
+    if scales:
+        lines += render_scale(scales)
+        machines += [(f"scale {r['size']:,}", r["machine"]) for r in scales]
+    if machines:
+        lines += ["## Machine", "", "| run | date | cpu | cores | python | numpy | onnxruntime | sqlite |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for name, m in machines:
+            lines.append(
+                f"| {name} | {m['date']} | {m['cpu']} | {m['cores']} | {m['python']} | {m['numpy']} | "
+                f"{m['onnxruntime']} | {m['sqlite']} |"
+            )
+        lines.append("")
+    DOC.write_text("\n".join(lines))
+    print(f"wrote {DOC.relative_to(ROOT)}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--scale", type=int, action="append", help="records in one memory (repeatable)")
+    parser.add_argument("--searches", type=int, default=300, help="recalls per request kind at scale")
+    parser.add_argument("--render", action="store_true", help="only rebuild docs/benchmarks.md from the results")
+    args = parser.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    if not args.render:
+        if args.scale:
+            for size in args.scale:
+                result = scale(size, args.data, args.searches)
+                (RESULTS / f"recall-scale-{size}.json").write_text(json.dumps(result, indent=1))
+        else:
+            result = quality(args.data)
+            (RESULTS / "recall-locomo.json").write_text(json.dumps(result, indent=1))
+    render()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

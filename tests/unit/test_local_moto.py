@@ -1,0 +1,177 @@
+"""Local mode's faster moto DynamoDB (uhp_memories.local.moto_env.speed_up_moto_dynamodb) answers
+exactly as moto does: queries on the table and on its indexes, through puts, updates that move an
+item between index partitions, deletes, and transactions that fail and roll back."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+TABLE = "speed"
+
+
+@pytest.fixture
+def dynamodb() -> Iterator[Any]:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        os.environ.setdefault(name, "test")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "eu-west-1")
+    import boto3
+    from moto import mock_aws
+
+    from uhp_memories.local.moto_env import speed_up_moto_dynamodb
+
+    with mock_aws():
+        speed_up_moto_dynamodb()
+        client = boto3.client("dynamodb", region_name="eu-west-1")
+        client.create_table(
+            TableName=TABLE,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("PK", "SK", "G", "GS")],
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": "by_g",
+                    "KeySchema": [
+                        {"AttributeName": "G", "KeyType": "HASH"},
+                        {"AttributeName": "GS", "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+            ],
+        )
+        yield client
+        # Another suite's moto session may still run in this process: leave no table behind.
+        client.delete_table(TableName=TABLE)
+
+
+def every_item(client: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"TableName": TABLE}
+    while True:
+        page = client.scan(**kwargs)
+        items.extend(page["Items"])
+        if "LastEvaluatedKey" not in page:
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def query_all(client: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    while True:
+        page = client.query(TableName=TABLE, **kwargs)
+        items.extend(page["Items"])
+        if "LastEvaluatedKey" not in page:
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def check_queries(client: Any) -> None:
+    items = every_item(client)
+    for pk in ("p0", "p1", "p2", "p9"):
+        got = query_all(client, KeyConditionExpression="PK = :v", ExpressionAttributeValues={":v": {"S": pk}}, Limit=3)
+        want = sorted((i for i in items if i["PK"]["S"] == pk), key=lambda i: i["SK"]["S"])
+        assert got == want
+    for g in ("g0", "g1", "g2", "g9"):
+        for forward in (True, False):
+            got = query_all(
+                client, IndexName="by_g", KeyConditionExpression="G = :v AND GS > :lo",
+                ExpressionAttributeValues={":v": {"S": g}, ":lo": {"S": "s1"}}, ScanIndexForward=forward, Limit=4,
+            )
+            want = sorted(
+                (i for i in items if i.get("G", {}).get("S") == g and "GS" in i and i["GS"]["S"] > "s1"),
+                key=lambda i: (i["GS"]["S"], i["PK"]["S"], i["SK"]["S"]),
+                reverse=not forward,
+            )
+            assert got == want
+
+
+def test_queries_answer_as_a_full_scan_through_writes_updates_deletes_and_failed_transactions(dynamodb: Any) -> None:
+    client = dynamodb
+    pick = random.Random(5)
+
+    def key() -> dict[str, Any]:
+        return {"PK": {"S": f"p{pick.randrange(3)}"}, "SK": {"S": f"k{pick.randrange(12)}"}}
+
+    def put_op() -> dict[str, Any]:
+        item = {**key(), "v": {"N": str(pick.randrange(100))}}
+        if pick.random() < 0.8:
+            item["G"] = {"S": f"g{pick.randrange(3)}"}
+            item["GS"] = {"S": f"s{pick.randrange(4)}"}
+        return {"Put": {"TableName": TABLE, "Item": item}}
+
+    for step in range(300):
+        action = pick.random()
+        if action < 0.4:
+            client.put_item(TableName=TABLE, Item=put_op()["Put"]["Item"])
+        elif action < 0.6:
+            client.update_item(
+                TableName=TABLE, Key=key(), UpdateExpression="SET G = :g, GS = :s",
+                ExpressionAttributeValues={":g": {"S": f"g{pick.randrange(3)}"}, ":s": {"S": f"s{pick.randrange(4)}"}},
+            )
+        elif action < 0.7:
+            client.update_item(TableName=TABLE, Key=key(), UpdateExpression="REMOVE G, GS")
+        elif action < 0.8:
+            client.delete_item(TableName=TABLE, Key=key())
+        else:
+            operations = [put_op(), {"Update": {"TableName": TABLE, "Key": key(), "UpdateExpression": "SET G = :g",
+                                                "ExpressionAttributeValues": {":g": {"S": "g2"}}}}]
+            failing = pick.random() < 0.5
+            if failing:  # a condition that cannot hold: nothing of the transaction may stay
+                operations.append({"ConditionCheck": {"TableName": TABLE, "Key": {"PK": {"S": "p9"}, "SK": {"S": "x"}},
+                                                      "ConditionExpression": "attribute_exists(PK)"}})
+            keys = {(o.get("Put", {}).get("Item") or o.get("Update", {}).get("Key"))["SK"]["S"] for o in operations[:2]}
+            same_item = len(keys) < 2 and operations[0]["Put"]["Item"]["PK"] == operations[1]["Update"]["Key"]["PK"]
+            if same_item:
+                continue
+            before = every_item(client)
+            if failing:
+                with pytest.raises(client.exceptions.TransactionCanceledException):
+                    client.transact_write_items(TransactItems=operations)
+                after = every_item(client)
+                assert sorted(map(repr, after)) == sorted(map(repr, before))
+            else:
+                client.transact_write_items(TransactItems=operations)
+        if step % 10 == 0:
+            check_queries(client)
+    check_queries(client)
+
+
+def test_item_reads_answer_the_json_moto_would_have_serialized(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.dynamodb.responses import DynamoResult
+
+    fast = DynamoResult.execute_result
+    compared: list[str] = []
+
+    def both(self: Any, context: Any) -> Any:
+        answer = fast(self, context)
+        if context.operation_model.name in ("GetItem", "BatchGetItem", "Query"):
+            status, _, body = fast.original(self, context)  # type: ignore[attr-defined]
+            assert answer[0] == status
+            assert json.loads(answer[2]) == json.loads(body)
+            compared.append(context.operation_model.name)
+        return answer
+
+    monkeypatch.setattr(DynamoResult, "execute_result", both)
+    client = dynamodb
+    item = {
+        "PK": {"S": "p0"}, "SK": {"S": "k0"}, "G": {"S": "g0"}, "GS": {"S": "s0"},
+        "bytes": {"B": b"\x00\xff\x10"}, "n": {"N": "1.50"}, "flag": {"BOOL": False}, "none": {"NULL": True},
+        "m": {"M": {"l": {"L": [{"S": "é ✓ \u0007"}, {"NS": ["1", "2"]}, {"BS": [b"a", b"b"]}, {"SS": ["x"]}]}}},
+    }
+    client.put_item(TableName=TABLE, Item=item)
+    key = {"PK": item["PK"], "SK": item["SK"]}
+    assert client.get_item(TableName=TABLE, Key=key)["Item"] == item
+    assert "Item" not in client.get_item(TableName=TABLE, Key={"PK": {"S": "p0"}, "SK": {"S": "none"}})
+    batch = client.batch_get_item(RequestItems={TABLE: {"Keys": [key, {"PK": {"S": "x"}, "SK": {"S": "y"}}]}})
+    assert batch["Responses"][TABLE] == [item]
+    assert not batch["UnprocessedKeys"]
+    on_index = client.query(
+        TableName=TABLE, IndexName="by_g", KeyConditionExpression="G = :g", ExpressionAttributeValues={":g": item["G"]}
+    )
+    assert on_index["Items"] == [item]
+    assert sorted(set(compared)) == ["BatchGetItem", "GetItem", "Query"]
