@@ -311,9 +311,11 @@ def quality(data_path: Path) -> dict[str, Any]:
             overall = summary["overall"]
             print(f"{run.name:32s} " + " ".join(f"R@{k}={overall[str(k)]:.3f}" for k in KS), flush=True)
 
+        load_before = os.getloadavg()[0]
         results["abstain"], results["calibration"], results["latency"] = abstain_and_latency(
             local, memories, conversations, default
         )
+        results["machine"]["load"] = [load_before, os.getloadavg()[0]]
     results["fusion"] = {
         "method": default.method,
         "query_weight": default.query_weight,
@@ -415,9 +417,11 @@ def scale(size: int, data_path: Path, searches: int) -> dict[str, Any]:
         }
         for body in asks.values():  # warm: the first search loads the memory's vectors
             api.recall(memory_id, body(questions[0]), timer="warm")
+        load_before = os.getloadavg()[0]
         for question in questions[:searches]:
             for name, body in asks.items():
                 api.recall(memory_id, body(question), timer=name)
+        results["machine"]["load"] = [load_before, os.getloadavg()[0]]
         results["latency"] = {name: latency(api.calls[name]) for name in asks}
         engine_ms: list[float] = []
         embed_ms: list[float] = []
@@ -626,11 +630,19 @@ def render() -> None:
         lines += render_scale(scales)
         machines += [(f"scale {r['size']:,}", r["machine"]) for r in scales]
     if machines:
-        lines += ["## Machine", "", "| run | date | cpu | cores | python | numpy | onnxruntime | sqlite |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "## Machine",
+            "",
+            "Load: the 1-minute load average before and after the latency loop (this machine has 2 cores; "
+            "anything above 1 means another process competed for them while latency was measured).",
+            "",
+            "| run | date | cpu | cores | load | python | numpy | onnxruntime | sqlite |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for name, m in machines:
+            load = " -> ".join(f"{v:.2f}" for v in m.get("load", [])) or "-"
             lines.append(
-                f"| {name} | {m['date']} | {m['cpu']} | {m['cores']} | {m['python']} | {m['numpy']} | "
+                f"| {name} | {m['date']} | {m['cpu']} | {m['cores']} | {load} | {m['python']} | {m['numpy']} | "
                 f"{m['onnxruntime']} | {m['sqlite']} |"
             )
         lines.append("")
