@@ -574,7 +574,8 @@ def render_scale(results: list[dict[str, Any]]) -> list[str]:
         "through observe in calls of at most 50 episodes; then the questions of the dev set, in a "
         "shuffled order, through the gateway with the default limit. `engine` is the search alone "
         "in process (embedding of the query included); the rest of a request is HTTP, the handler, "
-        "the access checks and the read-back of every hit from DynamoDB (moto).",
+        "the access checks and the read-back of every hit from DynamoDB (moto). The three request "
+        "kinds are interleaved question by question, so they share the machine's ups and downs.",
         "",
         "| records | request | p50 ms | p95 ms | p50 vs text only | p95 vs text only | target |",
         "|---|---|---|---|---|---|---|",
@@ -585,11 +586,13 @@ def render_scale(results: list[dict[str, Any]]) -> list[str]:
         for name, t in r["latency"].items():
             target = ""
             if name == "default":
+                def verdict(value: float, bound: float) -> str:
+                    return "met" if value <= bound else "NOT met"
+
                 if size <= 10_000:
-                    ok = t["p50"] <= 25 and t["p95"] <= 60
-                    target = f"p50 <= 25, p95 <= 60: {'met' if ok else 'NOT met'}"
+                    target = f"p50 <= 25: {verdict(t['p50'], 25)}; p95 <= 60: {verdict(t['p95'], 60)}"
                 else:
-                    target = f"p95 <= 150: {'met' if t['p95'] <= 150 else 'NOT met'}"
+                    target = f"p95 <= 150: {verdict(t['p95'], 150)}"
             lines.append(
                 f"| {size:,} | {name} | {t['p50']:.1f} | {t['p95']:.1f} | {_ratio(t['p50'], base['p50'])} | "
                 f"{_ratio(t['p95'], base['p95'])} | {target} |"
@@ -654,7 +657,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--scale", type=int, action="append", help="records in one memory (repeatable)")
-    parser.add_argument("--searches", type=int, default=300, help="recalls per request kind at scale")
+    parser.add_argument("--searches", type=int, default=500, help="recalls per request kind at scale")
     parser.add_argument("--render", action="store_true", help="only rebuild docs/benchmarks.md from the results")
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -9,9 +9,7 @@ and may lag: every hit is read back from DynamoDB, the source of truth, before i
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,16 +24,6 @@ from uhp_memories.domain.records import INCLUDE_VALUES, RecordService, RecordVie
 
 logger = logging.getLogger(__name__)
 RECALL_LIMIT_DEFAULT = 10
-_EMBEDDER: list[ThreadPoolExecutor] = []
-_EMBEDDER_LOCK = threading.Lock()
-
-
-def _embedder() -> ThreadPoolExecutor:
-    """The threads that embed recall queries ahead (made on first use, shared by every request)."""
-    with _EMBEDDER_LOCK:
-        if not _EMBEDDER:
-            _EMBEDDER.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="recall-embed"))
-        return _EMBEDDER[0]
 
 
 class MemoryUnavailable(DomainError):
@@ -161,10 +149,6 @@ class RecallService:
         self._abstain = abstain or AbstainPolicy()
 
     def recall(self, caller: Caller, memory_id: str, request: RecallInput) -> RecallAnswer:
-        index = self._index()
-        # The query's embedding (a model run, or a call to Bedrock) is computed while DynamoDB checks
-        # the caller's access; it is used only once the access is granted.
-        embedding = _embedder().submit(index.embed_query, request.query) if index and request.query else None
         access = self._ports.access(caller)
         memory = access.require(memory_id, "read")
         limit = request.limit if request.limit is not None else RECALL_LIMIT_DEFAULT
@@ -181,9 +165,11 @@ class RecallService:
         if depth > MAX_DEPTH:
             depth = MAX_DEPTH
             degraded.append(f"depth:capped_at_{MAX_DEPTH}")
+        index = self._index()
         if index is None:
             raise MemoryUnavailable("the search index of this provider is not connected")
-        vector = embedding.result() if embedding is not None else None
+        # Embedded once, the query serves every memory the recall searches (depth).
+        vector = index.embed_query(request.query) if request.query else None
 
         scored: list[tuple[float, int, RecordVersion, SearchHit]] = []
         for order, searched in enumerate(self._memories_to_search(access, memory, depth)):

@@ -112,7 +112,7 @@ class RecallEngine:
 
     def embed_query(self, query: str) -> list[float] | None:
         """The vector of a recall query (None for a blank one): embedded once, it serves every memory
-        a recall searches, and it can be computed while the caller's access is being checked."""
+        a recall searches."""
         if not query.strip():
             return None
         return self.embedder.embed([query])[0]
