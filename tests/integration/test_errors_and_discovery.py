@@ -5,12 +5,14 @@ memory_unsupported through its route (404 memory_not_found first, for a memory t
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 import pytest
 import requests
 
 from tests.integration.conftest import Client, ClientFactory, error_code
+from uhp_memories.local.moto_env import KeyEntry, LocalAws
 
 MISSING_MEMORY = "hmem_" + "0" * 32
 MISSING_RECORD = "hrec_" + "0" * 32
@@ -85,6 +87,40 @@ def test_missing_or_unknown_key_is_unauthenticated(alice: Client, method: str, t
 def test_header_name_of_the_key_is_case_insensitive(alice: Client) -> None:
     answer = requests.get(alice.base_url + "/v1/memories", headers={"X-API-Key": alice.key}, timeout=30)
     assert answer.status_code == 200, answer.text
+
+
+def test_the_authorizer_answer_is_reused_per_key_and_never_across_keys(
+    make_client: ClientFactory, local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As API Gateway's result cache: each key is resolved once, then its answer is reused; a
+    refusal is not kept, so a key that becomes known later works at once."""
+    import functions.authorizer.handler as authorizer
+
+    asked: list[str] = []
+    resolve = authorizer.lambda_handler
+
+    def counting(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        asked.append(event["headers"].get("x-api-key", ""))
+        return resolve(event, context)
+
+    monkeypatch.setattr(authorizer, "lambda_handler", counting)
+    alice, bob = make_client("user:alice"), make_client("user:bob")
+    for _ in range(3):
+        mine, theirs = alice.create_memory("mine"), bob.create_memory("theirs")
+        # Each key still acts as its own principal: the answer reused is the key's, never another's.
+        assert alice.get(f"/v1/memories/{theirs['id']}").status_code == 404
+        assert bob.get(f"/v1/memories/{mine['id']}").status_code == 404
+        assert alice.get(f"/v1/memories/{mine['id']}").json()["privileges"]
+    assert asked.count(alice.key) == 1
+    assert asked.count(bob.key) == 1
+
+    late = "k-late-" + secrets.token_hex(8)
+    answer = requests.get(alice.base_url + "/v1/memories", headers={"x-api-key": late}, timeout=30)
+    assert_error(answer, 401, "unauthenticated")
+    local_aws.add_keys([KeyEntry(late, alice.tenant, "user:late")])
+    answer = requests.get(alice.base_url + "/v1/memories", headers={"x-api-key": late}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert asked.count(late) == 2
 
 
 # -- unknown routes ----------------------------------------------------------------------------

@@ -22,7 +22,7 @@ def serve(args: argparse.Namespace) -> int:
         entry = dev_key()
         local.add_keys([entry])
         print(f"dev API key (tenant {entry.tenant}, principal {entry.principal}): {entry.key}", flush=True)
-    gateway = LocalGateway(args.host, args.port)
+    gateway = LocalGateway(args.host, args.port, authorizer_cache_seconds=args.authorizer_cache_seconds)
     print(f"listening on {gateway.url}", flush=True)
     print("local state lives in this process and is gone when it stops", flush=True)
     try:
@@ -42,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     serve_cmd.add_argument("--host", default="127.0.0.1")
     serve_cmd.add_argument("--port", type=int, default=8080)
     serve_cmd.add_argument("--keys-file", help='JSON: {"keys": [{"key", "tenant", "principal", "groups"}]}')
+    serve_cmd.add_argument(
+        "--authorizer-cache-seconds",
+        type=float,
+        default=300,
+        help="reuse the authorizer's answer per API key this long, as the deployed stage does (0: ask every time)",
+    )
     serve_cmd.set_defaults(run=serve)
     admin.add_commands(commands)  # tenants, keys: administration of a deployed stage
     reindex.add_command(commands)  # reindex: rebuild a deployed stage's recall index from DynamoDB

@@ -8,6 +8,7 @@ import importlib
 import json
 import re
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +19,8 @@ from uhp_memories.api.routes import ROUTES, Route
 
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
 STAGE = "local"
+# The deployed stage caches the authorizer's answer per API key (cdk.json api.authorizer_cache_seconds).
+AUTHORIZER_CACHE_SECONDS_DEFAULT = 300
 
 
 @dataclass
@@ -62,6 +65,31 @@ def match(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
     return None
 
 
+class AuthorizerCache:
+    """API Gateway's authorizer result cache: an allowing answer is reused for the same x-api-key
+    until its time is up, so most requests skip the authorizer (and its DynamoDB read), as deployed.
+    Refusals are not cached, so a key added while the server runs works at once; local keys are
+    never revoked (the deployed `keys revoke` deletes the API Gateway key, which also acts at once)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._answers: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, identity: str) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._answers.get(identity)
+            if found is None or found[0] <= time.monotonic():
+                self._answers.pop(identity, None)
+                return None
+            return found[1]
+
+    def put(self, identity: str, policy: dict[str, Any]) -> None:
+        if self.seconds > 0:
+            with self._lock:
+                self._answers[identity] = (time.monotonic() + self.seconds, policy)
+
+
 def _handler(function: str) -> Any:
     return importlib.import_module(f"functions.{function}.handler").lambda_handler
 
@@ -74,7 +102,17 @@ def _answer(status: int, code: str, message: str) -> dict[str, Any]:
     }
 
 
-def invoke(method: str, raw_path: str, headers: dict[str, str], body: bytes | None) -> dict[str, Any]:
+def _api_key(headers: dict[str, str]) -> str | None:
+    return next((v for k, v in headers.items() if k.lower() == "x-api-key"), None)
+
+
+def invoke(
+    method: str,
+    raw_path: str,
+    headers: dict[str, str],
+    body: bytes | None,
+    authorizer_cache: AuthorizerCache | None = None,
+) -> dict[str, Any]:
     """One request through authorizer and function, as API Gateway runs it."""
     split = urlsplit(raw_path)
     path = split.path.rstrip("/") or "/"
@@ -107,11 +145,16 @@ def invoke(method: str, raw_path: str, headers: dict[str, str], body: bytes | No
         "pathParameters": params or None,
         "requestContext": request_context,
     }
-    try:
-        policy = _handler("authorizer")(authorizer_event, LambdaContext("uhp-memories-authorizer", request_id))
-    except Exception:
-        # API Gateway's UNAUTHORIZED gateway response, with this API's error body.
-        return _answer(401, "unauthenticated", "missing or unknown API key (header x-api-key)")
+    identity = _api_key(headers)
+    policy = authorizer_cache.get(identity) if authorizer_cache is not None and identity else None
+    if policy is None:
+        try:
+            policy = _handler("authorizer")(authorizer_event, LambdaContext("uhp-memories-authorizer", request_id))
+        except Exception:
+            # API Gateway's UNAUTHORIZED gateway response, with this API's error body.
+            return _answer(401, "unauthenticated", "missing or unknown API key (header x-api-key)")
+        if authorizer_cache is not None and identity and policy["policyDocument"]["Statement"][0]["Effect"] == "Allow":
+            authorizer_cache.put(identity, policy)
     if policy["policyDocument"]["Statement"][0]["Effect"] != "Allow":
         return _answer(403, "forbidden", "the authorizer denied this request")
     text_body = None
@@ -157,7 +200,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else None
         headers = {k: v for k, v in self.headers.items()}
         try:
-            answer = invoke(self.command, self.path, headers, body)
+            answer = invoke(self.command, self.path, headers, body, getattr(self.server, "authorizer_cache", None))
         except Exception:
             answer = _answer(500, "internal_error", "the local gateway failed")
         self._send(answer)
@@ -188,9 +231,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
 
 class LocalGateway:
-    def __init__(self, host: str = "127.0.0.1", port: int = 8080) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        authorizer_cache_seconds: float = AUTHORIZER_CACHE_SECONDS_DEFAULT,
+    ) -> None:
         self.server = ThreadingHTTPServer((host, port), _RequestHandler)
         self.server.daemon_threads = True
+        self.authorizer_cache = AuthorizerCache(authorizer_cache_seconds)
+        self.server.authorizer_cache = self.authorizer_cache  # type: ignore[attr-defined]
         self._thread: threading.Thread | None = None
 
     @property
