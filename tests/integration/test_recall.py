@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.integration.conftest import Client, ClientFactory, error_code
 from uhp_memories.local.moto_env import LocalAws
+from uhp_memories.search.errors import SearchUnavailable
 
 FACTS = [
     "Acme renews its contract in March and wants the annual discount kept.",
@@ -157,3 +160,36 @@ def test_recall_needs_read_and_valid_requests(alice: Client, make_client: Client
         answer = alice.post(path, body)
         assert answer.status_code == 422, body
         assert error_code(answer) == "memory_invalid"
+
+
+def test_without_its_embedder_recall_searches_the_words_and_says_so(
+    alice: Client, local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = seeded(alice)
+    engine = local_aws.container.recall_engine()  # type: ignore[union-attr]
+
+    def down(texts: Any) -> Any:
+        raise SearchUnavailable("Bedrock did not embed: ThrottlingException")
+
+    monkeypatch.setattr(engine.embedder, "embed", down)
+    # A question alone: its words are searched, the results say so, and so does degraded.
+    asked = recall(alice, memory["id"], query="When does Acme renew its contract?")
+    assert asked["degraded"] == ["query:embedder_unavailable"]
+    assert contents(asked)[0] == FACTS[0]
+    assert all(r["why"] == ["text"] for r in asked["results"])
+    assert asked["abstain"] is False
+    # Words and fields given too: they are what was asked, and done.
+    both = recall(alice, memory["id"], query="who likes email", text="email",
+                  filters={"field": "attributes.account", "op": "eq", "value": "globex"})
+    assert both["degraded"] == ["query:embedder_unavailable"]
+    assert contents(both) == [FACTS[1]]
+    assert both["results"][0]["why"] == ["text", "filters"]
+    # Nothing the words find: "I do not know".
+    none = recall(alice, memory["id"], query="zebra migration patterns")
+    assert none["results"] == []
+    assert none["abstain"] is True
+    # Back up: the meaning is searched again, and nothing is reported.
+    monkeypatch.undo()
+    again = recall(alice, memory["id"], query="When does Acme renew its contract?")
+    assert again["degraded"] == []
+    assert "query" in again["results"][0]["why"]

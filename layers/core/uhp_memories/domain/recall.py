@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from uhp_memories.domain.access import AccessView
@@ -29,6 +29,16 @@ RECALL_LIMIT_DEFAULT = 10
 class MemoryUnavailable(DomainError):
     code = "memory_unavailable"
     status = 503
+
+
+class QueryNotEmbedded(MemoryUnavailable):
+    """Raised by RecallIndex.embed_query when the embedding model did not answer (Bedrock throttled or
+    down). Recall goes on with the words and says so in `degraded`: a 503 would take the text and the
+    filters away from a caller that asked for them too. (Anywhere else it is a 503.)"""
+
+
+# In `degraded` when the meaning signal could not be computed (the words were searched instead).
+QUERY_NOT_EMBEDDED = "query:embedder_unavailable"
 
 
 class SearchHit(Protocol):
@@ -68,6 +78,7 @@ class RecallIndex(Protocol):
         ...
 
     def embed_query(self, query: str) -> Sequence[float] | None:
+        """None for a blank query; raises QueryNotEmbedded when the model does not answer."""
         ...
 
 
@@ -169,15 +180,24 @@ class RecallService:
         if index is None:
             raise MemoryUnavailable("the search index of this provider is not connected")
         # Embedded once, the query serves every memory the recall searches (depth).
-        vector = index.embed_query(request.query) if request.query else None
+        searched_for = request
+        try:
+            vector = index.embed_query(request.query) if request.query else None
+        except QueryNotEmbedded:
+            # Without its meaning, a question still has its words: they are searched (as text, when
+            # no text was given) and the caller is told the meaning signal was not computed.
+            vector = None
+            degraded.append(QUERY_NOT_EMBEDDED)
+            words = request.text if request.text is not None else request.query
+            searched_for = replace(request, query=None, text=words)
 
         scored: list[tuple[float, int, RecordVersion, SearchHit]] = []
         for order, searched in enumerate(self._memories_to_search(access, memory, depth)):
             hits = index.search(
                 caller.tenant,
                 searched.id,
-                query=request.query,
-                text=request.text,
+                query=searched_for.query,
+                text=searched_for.text,
                 filters=flt,
                 types=request.types,
                 include=request.include,
@@ -201,7 +221,9 @@ class RecallService:
             parent=parent,
             children=children,
             degraded=degraded,
-            abstain=self._abstain.abstain(request, [hit for _, _, _, hit in best], getattr(index, "model_id", None)),
+            abstain=self._abstain.abstain(
+                searched_for, [hit for _, _, _, hit in best], getattr(index, "model_id", None)
+            ),
         )
 
     def _memories_to_search(self, access: AccessView, memory: Memory, depth: int) -> list[Memory]:

@@ -14,8 +14,9 @@ from collections.abc import Callable, Sequence
 from uhp_memories.domain.errors import MemoryInvalid
 from uhp_memories.domain.filters import Filter
 from uhp_memories.domain.models import RecordVersion
+from uhp_memories.domain.recall import QueryNotEmbedded
 from uhp_memories.domain.timefmt import parse_instant
-from uhp_memories.search.errors import EmbeddingModelMismatch
+from uhp_memories.search.errors import EmbeddingModelMismatch, SearchUnavailable
 from uhp_memories.search.ports import Embedder, Fusion, Hit, SearchDocument, SearchIndex, SearchRequest
 
 logger = logging.getLogger(__name__)
@@ -112,10 +113,14 @@ class RecallEngine:
 
     def embed_query(self, query: str) -> list[float] | None:
         """The vector of a recall query (None for a blank one): embedded once, it serves every memory
-        a recall searches."""
+        a recall searches. An embedder that does not answer raises QueryNotEmbedded (recall then
+        searches the words and says so)."""
         if not query.strip():
             return None
-        return self.embedder.embed([query])[0]
+        try:
+            return self.embedder.embed([query])[0]
+        except SearchUnavailable as error:
+            raise QueryNotEmbedded(str(error)) from error
 
     def drop_memory(self, tenant: str, memory_id: str) -> None:
         self.index.delete_memory(tenant, memory_id)
