@@ -481,11 +481,11 @@ class EmbeddedSearchIndex:
         if sequence is None or sequence.types != types:
             marks = ",".join("?" * len(types))
             rows = self._db.execute(
-                f"SELECT id, written_at FROM docs WHERE scope = ? AND embedding IS NOT NULL AND type IN ({marks}) "
-                "ORDER BY written_at, id",
+                f"SELECT id, written_at, record_id FROM docs WHERE scope = ? AND embedding IS NOT NULL "
+                f"AND type IN ({marks}) ORDER BY written_at, record_id",
                 (scope, *types),
             ).fetchall()
-            placed = [(block.row_of[r[0]], (r[1], r[0])) for r in rows if r[0] in block.row_of]
+            placed = [(block.row_of[r[0]], (r[1], r[2])) for r in rows if r[0] in block.row_of]
             sequence = _Sequence(types, [p[0] for p in placed], len(block.doc_ids), placed[-1][1] if placed else None)
             block.sequence = sequence
         return sequence if sequence.n else None
@@ -583,10 +583,12 @@ class _Found:
 
 class _Sequence:
     """A memory's log: the block rows of some document types in write order (written_at, then the
-    order they were indexed in), with each row's position. Appends stay cheap; anything else (an
-    erase, a write older than the last) makes the block drop it, to be read again in order."""
+    record id, which grows in the order ids were made: the order of an observe call's episodes), with
+    each row's position. The order is the record's own, so a reindex rebuilds the same log. Appends
+    stay cheap; anything else (an erase, a write older than the last) makes the block drop it, to be
+    read again in order."""
 
-    def __init__(self, types: tuple[str, ...], rows: list[int], capacity: int, last: tuple[str, int] | None) -> None:
+    def __init__(self, types: tuple[str, ...], rows: list[int], capacity: int, last: tuple[str, str] | None) -> None:
         self.types = types
         self.n = len(rows)
         self.rows = np.zeros(max(64, 2 * self.n), dtype=np.int64)
@@ -595,10 +597,10 @@ class _Sequence:
         self.position[self.rows[: self.n]] = np.arange(self.n)
         self.last = last
 
-    def follows(self, key: tuple[str, int]) -> bool:
+    def follows(self, key: tuple[str, str]) -> bool:
         return self.last is None or key >= self.last
 
-    def append(self, row: int, key: tuple[str, int]) -> None:
+    def append(self, row: int, key: tuple[str, str]) -> None:
         if self.n == len(self.rows):
             self.rows = np.concatenate([self.rows, np.zeros(len(self.rows), dtype=np.int64)])
         if row >= len(self.position):
@@ -667,8 +669,8 @@ class _VectorBlock:
             self._sorted = None
             sequence = self.sequence
             if sequence is not None and type_ in sequence.types:
-                if sequence.follows((written, doc_id)):
-                    sequence.append(row, (written, doc_id))
+                if sequence.follows((written, record_id)):
+                    sequence.append(row, (written, record_id))
                 else:
                     self.sequence = None
         else:
