@@ -1,5 +1,6 @@
 """An in-process stand-in for the few OpenSearch APIs the recall adapter calls, interpreting the query
-DSL subset it emits (bool, term, terms, range, exists, match_all, match_none, match, knn with a filter).
+DSL subset it emits (bool, term, terms, range, exists, match_all, match_none, match, knn with a filter,
+script_score with the one Painless similarity script the adapter sends, sorts).
 
 It exists so the contract suite checks that the bodies the adapter builds *mean* what the embedded
 engine does (filters, isolation, as_of, attribute typing), without a cluster. It is not OpenSearch:
@@ -163,7 +164,20 @@ class _Index:
             return self._knn(spec, src, cache)
         if kind == "match":
             return self._match(spec, src, cache)
+        if kind == "script_score":
+            return self._script_score(spec, src, cache)
         return 0.0 if self._filter(kind, spec, src) else None
+
+    def _script_score(self, spec: dict[str, Any], src: dict[str, Any], cache: dict[int, Any]) -> float | None:
+        """The one script the adapter sends: Painless's k-NN cosine similarity, plus one."""
+        if self.score(spec["query"], src, cache) is None:
+            return None
+        script = spec["script"]
+        assert script["source"] == "1.0 + cosineSimilarity(params.query_value, doc[params.field])", script
+        params = script["params"]
+        vector = src.get(params["field"])
+        assert vector is not None, "cosineSimilarity on a document without the field fails the search"
+        return 1.0 + _cosine(params["query_value"], vector)
 
     def _bool(self, spec: dict[str, Any], src: dict[str, Any], cache: dict[int, Any]) -> float | None:
         total = 0.0

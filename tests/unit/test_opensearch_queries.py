@@ -30,7 +30,9 @@ from uhp_memories.search.opensearch import (
     filter_clauses,
     index_body,
     knn_body,
+    neighbours_body,
     recency_body,
+    similarity_body,
 )
 from uhp_memories.search.predicates import sortable_number
 
@@ -159,7 +161,7 @@ def test_the_knn_body_filters_inside_the_knn_clause_and_around_it() -> None:
     expected_filter = [*ISOLATION, ACTIVE, {"terms": {"type": ["fact"]}}]
     assert body == {
         "size": 50,
-        "_source": ["record_id", "chain_id"],
+        "_source": ["record_id", "chain_id", "type", "written_at"],
         "query": {
             "bool": {
                 "filter": expected_filter,
@@ -183,7 +185,7 @@ def test_the_bm25_body_matches_the_words_inside_the_same_filter() -> None:
     body = bm25_body(request(), ["acme", "renewal"], depth=100)
     assert body == {
         "size": 100,
-        "_source": ["record_id", "chain_id"],
+        "_source": ["record_id", "chain_id", "type", "written_at"],
         "query": {
             "bool": {
                 "filter": [*ISOLATION, ACTIVE],
@@ -197,7 +199,7 @@ def test_the_bm25_body_matches_the_words_inside_the_same_filter() -> None:
 def test_the_recency_body_sorts_newest_first() -> None:
     assert recency_body(request(include="all"), 8) == {
         "size": 8,
-        "_source": ["record_id", "chain_id"],
+        "_source": ["record_id", "chain_id", "type", "written_at"],
         "query": {"bool": {"filter": ISOLATION}},
         "sort": [{"written_at": "desc"}, {"record_id": "desc"}],
     }
@@ -337,7 +339,9 @@ def test_no_request_can_remove_or_widen_the_isolation_filter(
     raw: Any, types: list[str], include: str, as_of: str | None
 ) -> None:
     req = request(filters=raw, types=tuple(types), include=include, as_of=as_of)
-    for body in (knn_body(req, [1.0, 0.0], 10), bm25_body(req, ["acme"], 10), recency_body(req, 10)):
+    centre = {"record_id": "hrec_" + "c" * 32, "written_at": "2026-01-01T00:00:00.000Z"}
+    around = [neighbours_body(req, Fusion(), centre, before) for before in (True, False)]
+    for body in (knn_body(req, [1.0, 0.0], 10), bm25_body(req, ["acme"], 10), recency_body(req, 10), *around):
         outer = body["query"]["bool"]
         assert outer["filter"][:2] == ISOLATION
         assert set(outer) <= {"filter", "must"}  # no should/must_not at the top that could widen it
@@ -347,6 +351,63 @@ def test_no_request_can_remove_or_widen_the_isolation_filter(
         # tenant and memory_id are read by the isolation clauses and nowhere else
         used = fields_used(body)
         assert used.count("tenant") == used.count("memory_id") == (2 if "knn" in str(body) else 1)
+
+
+def test_the_log_around_a_candidate_is_read_in_write_order_inside_the_same_filter() -> None:
+    req = request(filters={"field": "attributes.speaker", "op": "eq", "value": "bob"})
+    centre = {"record_id": "hrec_" + "c" * 32, "written_at": "2026-01-01T00:00:00.000Z"}
+    before = neighbours_body(req, Fusion(context_window=2), centre, before=True)
+    assert before["size"] == 4  # twice the window: the neighbours' own neighbours weigh their context
+    assert before["sort"] == [{"written_at": "desc"}, {"record_id": "desc"}]
+    clauses = before["query"]["bool"]["filter"]
+    assert clauses[: len(filter_clauses(req))] == filter_clauses(req)
+    assert clauses[-2] == {"terms": {"type": ["episode"]}}
+    assert clauses[-1] == {
+        "bool": {
+            "should": [
+                {"range": {"written_at": {"lt": centre["written_at"]}}},
+                {
+                    "bool": {
+                        "filter": [
+                            {"term": {"written_at": centre["written_at"]}},
+                            {"range": {"record_id": {"lt": centre["record_id"]}}},
+                        ]
+                    }
+                },
+            ],
+            "minimum_should_match": 1,
+        }
+    }
+    after = neighbours_body(req, Fusion(context_window=2), centre, before=False)
+    assert after["sort"] == [{"written_at": "asc"}, {"record_id": "asc"}]
+    later = after["query"]["bool"]["filter"][-1]["bool"]["should"]
+    assert later[0] == {"range": {"written_at": {"gt": centre["written_at"]}}}
+    assert later[1]["bool"]["filter"][1] == {"range": {"record_id": {"gt": centre["record_id"]}}}
+
+
+def test_the_similarity_of_other_documents_is_scored_exactly_inside_the_memory() -> None:
+    body = similarity_body(request(), [0.6, 0.8], ["hrec_1", "hrec_2"])
+    assert body == {
+        "size": 2,
+        "_source": ["record_id"],
+        "query": {
+            "script_score": {
+                "query": {
+                    "bool": {
+                        "filter": [
+                            *ISOLATION,
+                            {"terms": {"record_id": ["hrec_1", "hrec_2"]}},
+                            {"exists": {"field": "embedding"}},
+                        ]
+                    }
+                },
+                "script": {
+                    "source": "1.0 + cosineSimilarity(params.query_value, doc[params.field])",
+                    "params": {"field": "embedding", "query_value": [0.6, 0.8]},
+                },
+            }
+        },
+    }
 
 
 def test_a_filter_cannot_name_the_tenant_or_the_memory_fields() -> None:

@@ -10,6 +10,11 @@ itself, so the nearest neighbours are found among the memory's admitted document
 filtering, Lucene HNSW), before the top-k cut. A document fetched by id is checked against the
 tenant and memory id in its source before it is returned.
 
+Recall is one msearch for the two signals; relative fusion then reads, in at most two more, the
+episode log around its best candidates (`neighbours_body`, sorted by written_at and record id) and
+the query's exact similarity to the documents the words or the log found (`similarity_body`, a
+script score), so both adapters fuse the same signals (search/ports.py: Fusion).
+
 Attributes are kept in `_source` as they are (not indexed: no mapping grows with tenants' keys) and
 flattened into two keyword fields for filtering: `attr_paths` (one entry per reachable path, for
 `exists`) and `attr_values` (path + kind + value, numbers as order-preserving hex), so equality and
@@ -29,7 +34,7 @@ from typing import Any
 
 from uhp_memories.domain.timefmt import parse_instant
 from uhp_memories.search.errors import EmbeddingModelMismatch, SearchUnavailable
-from uhp_memories.search.fusion import Ranked, candidate_depth, fuse, query_terms
+from uhp_memories.search.fusion import Ranked, candidate_depth, fuse, query_terms, relative_factors
 from uhp_memories.search.ports import Fusion, Hit, SearchDocument, SearchRequest
 from uhp_memories.search.predicates import (
     BOOLEAN,
@@ -56,7 +61,13 @@ logger = logging.getLogger(__name__)
 SCHEMA_VERSION = "1"
 MATCH_ALL: dict[str, Any] = {"match_all": {}}
 MATCH_NONE: dict[str, Any] = {"match_none": {}}
-SEARCH_SOURCE = ["record_id", "chain_id"]
+SEARCH_SOURCE = ["record_id", "chain_id", "type", "written_at"]
+# The query's cosine similarity to a stored vector, plus one (a script score must not be negative).
+# Painless's k-NN function: its meaning has not changed across OpenSearch versions, unlike knn_score's.
+SIMILARITY_SCRIPT = "1.0 + cosineSimilarity(params.query_value, doc[params.field])"
+# Relative fusion reads the episode log around this many of its best candidates (3 x the limit, at
+# least 30): each costs two small sorted searches, all of them sent in one msearch.
+CONTEXT_CANDIDATES_MIN = 30
 _OPEN, _CLOSED = 1, 2  # external document versions: a closed version never reopens
 
 
@@ -218,6 +229,45 @@ def recency_body(request: SearchRequest, limit: int) -> dict[str, Any]:
         "_source": SEARCH_SOURCE,
         "query": {"bool": {"filter": filter_clauses(request)}},
         "sort": [{"written_at": "desc"}, {"record_id": "desc"}],
+    }
+
+
+def neighbours_body(request: SearchRequest, fusion: Fusion, doc: dict[str, Any], before: bool) -> dict[str, Any]:
+    """The episodes the request admits that were logged just before (or after) one document, nearest
+    first, as far as twice the context window: the log is written_at, then record id (ids grow in
+    the order they were made, so the episodes of one observe call keep their order)."""
+    op, order = ("lt", "desc") if before else ("gt", "asc")
+    at, record_id = doc["written_at"], doc["record_id"]
+    beside = {
+        "bool": {
+            "should": [
+                {"range": {"written_at": {op: at}}},
+                {"bool": {"filter": [{"term": {"written_at": at}}, {"range": {"record_id": {op: record_id}}}]}},
+            ],
+            "minimum_should_match": 1,
+        }
+    }
+    clauses = [*filter_clauses(request), {"terms": {"type": list(fusion.context_types)}}, beside]
+    return {
+        "size": 2 * fusion.context_window,
+        "_source": SEARCH_SOURCE,
+        "query": {"bool": {"filter": clauses}},
+        "sort": [{"written_at": order}, {"record_id": order}],
+    }
+
+
+def similarity_body(request: SearchRequest, vector: Sequence[float], record_ids: Sequence[str]) -> dict[str, Any]:
+    """The query's similarity to each of these documents of the memory (exact, by script score)."""
+    clauses = [
+        *isolation_filter(request.tenant, request.memory_id),
+        {"terms": {"record_id": list(record_ids)}},
+        {"exists": {"field": "embedding"}},
+    ]
+    script = {"source": SIMILARITY_SCRIPT, "params": {"field": "embedding", "query_value": [float(x) for x in vector]}}
+    return {
+        "size": len(record_ids),
+        "_source": ["record_id"],
+        "query": {"script_score": {"query": {"bool": {"filter": clauses}}, "script": script}},
     }
 
 
@@ -450,11 +500,127 @@ class OpenSearchIndex:
                 payload.extend(({"index": self._name}, body))
             with _unavailable():
                 answer = self._client.msearch(body=payload)
-            for name, response in zip(bodies, answer["responses"], strict=True):
-                if "error" in response:
-                    raise SearchUnavailable(f"the {name} search failed: {_reason(response['error'])}")
-                legs[name] = _ranked(name, response["hits"]["hits"], fusion)
+            found: dict[str, dict[str, Any]] = {}
+            for name, hits in zip(bodies, self._responses(answer, list(bodies)), strict=True):
+                legs[name] = _ranked(name, hits, fusion)
+                kept = {item.record_id for item in legs[name]}
+                sources = (hit["_source"] for hit in hits)
+                found.update((source["record_id"], source) for source in sources if source["record_id"] in kept)
+            if fusion.method == "relative" and legs and "recency" not in legs:
+                return fuse(request, fusion, legs, self._complete(request, fusion, legs, found))
         return fuse(request, fusion, legs)
+
+    def _complete(
+        self, request: SearchRequest, fusion: Fusion, legs: dict[str, list[Ranked]], found: dict[str, dict[str, Any]]
+    ) -> dict[str, float] | None:
+        """What relative fusion reads beyond the two cuts, as the embedded engine does: the episodes
+        logged around the best candidates (their context, and candidates of their own), and the
+        similarity of every document the words or the log found. Two more round trips at most."""
+        factors = relative_factors(fusion, legs)
+        logs = self._logs_around(request, fusion, _best_first(legs, factors), found) if fusion.uses_context else []
+        # Like the words' finds, the episodes within the window of a candidate join the query signal
+        # (the ones further out only weigh their neighbours' context).
+        window = fusion.context_window
+        joining = {item.record_id for item in legs.get("text", ())}
+        joining.update(rid for log, at in logs for rid in log[max(0, at - window) : at + window + 1])
+        similarity: dict[str, float] = {}
+        if request.vector is not None and "query" in legs:
+            similarity = self._similarities(request, fusion, legs, found, joining)
+        if not logs:
+            return None
+        words = {item.record_id: item.score for item in legs.get("text", ())}
+        own = {
+            rid: factors.get("query", 0.0) * max(similarity.get(rid, 0.0), 0.0)
+            + factors.get("text", 0.0) * max(words.get(rid, 0.0), 0.0)
+            for rid in found
+        }
+        return context_of(logs, own, window)
+
+    def _logs_around(
+        self, request: SearchRequest, fusion: Fusion, best_first: list[str], found: dict[str, dict[str, Any]]
+    ) -> list[tuple[list[str], int]]:
+        """For the best candidates that are episodes: the stretch of the log around each (as far as
+        twice the window on either side), and where in it the candidate is. Adds what it finds to
+        `found`."""
+        reach = max(CONTEXT_CANDIDATES_MIN, 3 * request.limit)
+        centres = [rid for rid in best_first if found[rid].get("type") in fusion.context_types][:reach]
+        if not centres:
+            return []
+        payload: list[dict[str, Any]] = []
+        for rid in centres:
+            for before in (True, False):
+                payload.extend(({"index": self._name}, neighbours_body(request, fusion, found[rid], before)))
+        with _unavailable():
+            answer = self._client.msearch(body=payload)
+        sides = self._responses(answer, ["context"] * (2 * len(centres)))
+        logs = []
+        for i, rid in enumerate(centres):
+            earlier = [hit["_source"] for hit in reversed(sides[2 * i])]
+            later = [hit["_source"] for hit in sides[2 * i + 1]]
+            for source in earlier + later:
+                found.setdefault(source["record_id"], source)
+            stretch = [src["record_id"] for src in earlier] + [rid] + [src["record_id"] for src in later]
+            logs.append((stretch, len(earlier)))
+        return logs
+
+    def _similarities(
+        self,
+        request: SearchRequest,
+        fusion: Fusion,
+        legs: dict[str, list[Ranked]],
+        found: dict[str, dict[str, Any]],
+        joining: set[str],
+    ) -> dict[str, float]:
+        """The query's similarity to every document found: the k-NN cut's own scores, and one exact
+        script-score search for the rest; those of them in `joining` join the query signal."""
+        assert request.vector is not None
+        similarity = {item.record_id: item.score for item in legs["query"]}
+        missing = sorted(rid for rid in found if rid not in similarity)
+        if not missing:
+            return similarity
+        body = similarity_body(request, request.vector, missing)
+        with _unavailable():
+            answer = self._client.msearch(body=[{"index": self._name}, body])
+        for hit in self._responses(answer, ["similarity"])[0]:
+            close = float(hit["_score"]) - 1.0
+            if fusion.min_similarity is None or close > fusion.min_similarity:
+                similarity[hit["_source"]["record_id"]] = close
+        joined = [rid for rid in missing if rid in similarity and rid in joining]
+        extra = [Ranked(rid, found[rid]["chain_id"], similarity[rid]) for rid in joined]
+        legs["query"] = legs["query"] + extra
+        return similarity
+
+    def _responses(self, answer: dict[str, Any], names: Sequence[str]) -> list[list[dict[str, Any]]]:
+        """The hits of each search of an msearch, in order; a failed one fails the recall (retry)."""
+        out = []
+        for name, response in zip(names, answer["responses"], strict=True):
+            if "error" in response:
+                raise SearchUnavailable(f"the {name} search failed: {_reason(response['error'])}")
+            out.append(response["hits"]["hits"])
+        return out
+
+
+def _best_first(legs: dict[str, list[Ranked]], factors: dict[str, float]) -> list[str]:
+    """The candidates by their own relative score, best first."""
+    own: dict[str, float] = {}
+    for name, ranking in legs.items():
+        for item in ranking:
+            own[item.record_id] = own.get(item.record_id, 0.0) + factors.get(name, 0.0) * max(item.score, 0.0)
+    return sorted(own, key=lambda rid: (-own[rid], rid))
+
+
+def context_of(logs: Sequence[tuple[Sequence[str], int]], own: dict[str, float], window: int) -> dict[str, float]:
+    """Each document within `window` of a stretch's candidate, mapped to the best own score among the
+    documents within `window` of it (itself left out), where that is above 0."""
+    context: dict[str, float] = {}
+    for log, centre in logs:
+        scores = [own.get(rid, 0.0) for rid in log]
+        for at in range(max(0, centre - window), min(len(log), centre + window + 1)):
+            around = scores[max(0, at - window) : at] + scores[at + 1 : at + window + 1]
+            best = max(around, default=0.0)
+            if best > 0:
+                context[log[at]] = max(context.get(log[at], 0.0), best)
+    return context
 
 
 def _ranked(name: str, hits: list[dict[str, Any]], fusion: Fusion) -> list[Ranked]:

@@ -59,9 +59,9 @@ class Fusion:
 
     `relative` (the default): each signal's raw score is divided by the best score that signal gave
     in this request (cosine similarity for `query`, BM25 for `text`), and the weighted mean of those
-    shares is the document's own score, in [0, 1]. A document found by one signal is scored by the
-    other too where the adapter can (the embedded engine has every similarity at hand), so a
-    candidate is never penalised for falling just outside the other signal's cut. `rrf`: weighted
+    shares is the document's own score, in [0, 1]. A document the words found is scored by meaning
+    too (the embedded engine has every similarity at hand; OpenSearch scores the rest exactly in one
+    more search), so a candidate is never penalised for falling just outside the other signal's cut. `rrf`: weighted
     reciprocal rank fusion, sum over signals of weight / (k + rank), divided by its largest possible
     value. Either way a document ranked first by every signal asked for scores 1.0.
 
@@ -70,8 +70,10 @@ class Fusion:
     where `best` is the best own score among the `context_window` episodes before and after it in
     the memory's log (write order) that the request admits: the turn that answers a question is
     often the one after the turn that matches its words. Only documents that match a signal of
-    their own are ever returned; context re-ranks them. `context_weight` 0 turns it off; adapters
-    that cannot see the log (OpenSearch, for now) ignore it.
+    their own are ever returned; context re-ranks them. `context_weight` 0 turns it off. The log
+    is written_at, then record id (ids sort in the order they were made). The embedded engine reads
+    it around every candidate; OpenSearch around the best max(30, 3 x limit), in one msearch, and
+    counts its window in the episodes the request admits (the embedded engine in all of them).
 
     Each signal ranks its best `candidates` documents (at least the request's limit), every filter
     applied before that cut. A vector candidate whose cosine similarity is not above `min_similarity`

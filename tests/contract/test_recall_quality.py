@@ -1,18 +1,25 @@
-"""What the embedded engine does for recall quality beyond the SearchIndex contract (chosen on the
-LoCoMo dev set, bench/recall_locomo.py): relative score fusion that scores every candidate by both
-signals, and episode context, where an episode is read with the episodes logged around it."""
+"""What recall quality asks of every adapter beyond the SearchIndex contract (chosen on the LoCoMo
+dev set, bench/recall_locomo.py): relative score fusion that scores every candidate by both signals,
+and episode context, where an episode is read with the episodes logged around it. Run against the
+embedded engine and the OpenSearch adapter (over the in-process stand-in; a real cluster when
+OPENSEARCH_URL is set, as in test_search_index.py)."""
 
 from __future__ import annotations
 
+import os
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.contract.opensearch_fake import FakeOpenSearch
 from uhp_memories.domain.filters import parse_filter
 from uhp_memories.domain.timefmt import format_ms
 from uhp_memories.search.embedded import EmbeddedSearchIndex
 from uhp_memories.search.hashing import HashingEmbedder
-from uhp_memories.search.ports import CONTEXT, Fusion, SearchDocument, SearchRequest
+from uhp_memories.search.opensearch import OpenSearchIndex, connect
+from uhp_memories.search.ports import CONTEXT, Fusion, SearchDocument, SearchIndex, SearchRequest
 
 EMBEDDER = HashingEmbedder(64)
 TENANT, MEMORY = "acme", "hmem_" + "a" * 32
@@ -69,12 +76,39 @@ def conversation(type: str = "episode") -> list[SearchDocument]:
     ]
 
 
-@pytest.fixture
-def index() -> EmbeddedSearchIndex:
-    return EmbeddedSearchIndex(":memory:", model_id=EMBEDDER.model_id, dimensions=EMBEDDER.dimensions)
+OPENSEARCH_URL = os.environ.get("OPENSEARCH_URL")
 
 
-def test_an_episode_is_lifted_by_the_turn_before_it(index: EmbeddedSearchIndex) -> None:
+@pytest.fixture(
+    params=[
+        "embedded",
+        "opensearch-fake",
+        pytest.param("opensearch", marks=pytest.mark.skipif(not OPENSEARCH_URL, reason="OPENSEARCH_URL is not set")),
+    ]
+)
+def index(request: pytest.FixtureRequest) -> Iterator[SearchIndex]:
+    if request.param == "embedded":
+        yield EmbeddedSearchIndex(":memory:", model_id=EMBEDDER.model_id, dimensions=EMBEDDER.dimensions)
+        return
+    if request.param == "opensearch-fake":
+        client: Any = FakeOpenSearch()
+    else:
+        assert OPENSEARCH_URL
+        client = connect(
+            OPENSEARCH_URL,
+            region=os.environ.get("OPENSEARCH_AWS_REGION"),
+            service=os.environ.get("OPENSEARCH_AWS_SERVICE", "es"),
+        )
+    name = f"uhp-quality-{uuid.uuid4().hex[:12]}"
+    opened = OpenSearchIndex(
+        client, name, model_id=EMBEDDER.model_id, dimensions=EMBEDDER.dimensions, refresh=True, replicas=0
+    )
+    opened.ensure_index()
+    yield opened
+    client.indices.delete(index=name, ignore=[404])
+
+
+def test_an_episode_is_lifted_by_the_turn_before_it(index: SearchIndex) -> None:
     index.index(conversation())
     request = {"text": "did they see the old lighthouse on the cape together"}
     plain = ids(index.search(ask(**request, fusion=NO_CONTEXT)))
@@ -86,20 +120,20 @@ def test_an_episode_is_lifted_by_the_turn_before_it(index: EmbeddedSearchIndex) 
     assert all(0 < h.score <= 1 for h in hits)
 
 
-def test_context_never_returns_a_document_without_a_signal_of_its_own(index: EmbeddedSearchIndex) -> None:
+def test_context_never_returns_a_document_without_a_signal_of_its_own(index: SearchIndex) -> None:
     index.index(conversation())
     found = set(ids(index.search(ask(text="lighthouse together", limit=100))))
     assert rid(22) not in found  # next to both matches, but matches nothing itself
     assert found == {rid(20), rid(21), rid(10)}
 
 
-def test_records_other_than_episodes_are_read_alone(index: EmbeddedSearchIndex) -> None:
+def test_records_other_than_episodes_are_read_alone(index: SearchIndex) -> None:
     index.index(conversation(type="fact"))
     hits = ids(index.search(ask(text="when did they see the lighthouse together")))
     assert hits.index(rid(10)) < hits.index(rid(21))
 
 
-def test_a_neighbour_the_filter_excludes_lifts_nothing(index: EmbeddedSearchIndex) -> None:
+def test_a_neighbour_the_filter_excludes_lifts_nothing(index: SearchIndex) -> None:
     index.index(conversation())
     bob = {"field": "attributes.speaker", "op": "eq", "value": "bob"}
     hits = index.search(ask(text="when did they see the lighthouse together", filters=bob))
@@ -107,7 +141,7 @@ def test_a_neighbour_the_filter_excludes_lifts_nothing(index: EmbeddedSearchInde
     assert all(CONTEXT not in h.why for h in hits)
 
 
-def test_the_log_follows_write_order_through_late_writes_and_erase(index: EmbeddedSearchIndex) -> None:
+def test_the_log_follows_write_order_through_late_writes_and_erase(index: SearchIndex) -> None:
     question = doc(20, "alice: did you ever see the old lighthouse on the cape", written=1)
     answer = doc(21, "bob: yes we went there together last summer", written=1)
     decoy = doc(10, "bob: yes we went there together last winter", written=3)
@@ -121,7 +155,7 @@ def test_the_log_follows_write_order_through_late_writes_and_erase(index: Embedd
     assert ids(index.search(request))[:2] == [rid(10), rid(21)]
 
 
-def test_a_document_the_words_found_is_scored_by_meaning_too(index: EmbeddedSearchIndex) -> None:
+def test_a_document_the_words_found_is_scored_by_meaning_too(index: SearchIndex) -> None:
     index.index([
         doc(1, "acme renewal march", written=1, type="fact"),
         doc(2, "acme discount", written=2, type="fact"),
@@ -134,7 +168,7 @@ def test_a_document_the_words_found_is_scored_by_meaning_too(index: EmbeddedSear
     assert by_id[rid(2)].signals["query"] > 0
 
 
-def test_relative_fusion_scores_a_first_place_everywhere_as_one(index: EmbeddedSearchIndex) -> None:
+def test_relative_fusion_scores_a_first_place_everywhere_as_one(index: SearchIndex) -> None:
     index.index([doc(1, "acme renewal", written=1, type="fact"), doc(2, "acme", written=2, type="fact")])
     hits = index.search(ask(query="acme renewal", text="acme renewal"))
     assert ids(hits) == [rid(1), rid(2)]
@@ -142,7 +176,7 @@ def test_relative_fusion_scores_a_first_place_everywhere_as_one(index: EmbeddedS
     assert 0 < hits[1].score < 1
 
 
-def test_reciprocal_rank_fusion_is_still_there(index: EmbeddedSearchIndex) -> None:
+def test_reciprocal_rank_fusion_is_still_there(index: SearchIndex) -> None:
     index.index([doc(1, "acme renewal", written=1, type="fact"), doc(2, "acme", written=2, type="fact")])
     rrf = Fusion(method="rrf", k=60.0, context_weight=0.0)
     hits = index.search(ask(query="acme renewal", text="acme renewal", fusion=rrf))
