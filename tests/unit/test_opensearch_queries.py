@@ -518,6 +518,36 @@ def test_one_msearch_carries_both_signals_and_fuses_them() -> None:
     assert hits[0].signals == {"query": pytest.approx(0.4), "text": 3.0}
 
 
+def test_the_context_step_reads_the_log_and_falls_back_to_the_signals_if_refused() -> None:
+    at = "2026-01-01T00:00:00.000Z"
+    episode = {"record_id": "r1", "chain_id": "r1", "type": "episode", "written_at": at}
+    after = {"record_id": "r2", "chain_id": "r2", "type": "episode", "written_at": at}
+    answers = iter([
+        {"responses": [{"hits": {"hits": [{"_score": 0.9, "_source": episode}]}}]},
+        {"responses": [{"hits": {"hits": []}}, {"hits": {"hits": [{"_source": after}]}}]},
+        {"responses": [{"hits": {"hits": [{"_score": 1.5, "_source": {"record_id": "r2"}}]}}]},
+    ])
+    client = RecordingClient(exists=True, get_mapping=mapping(), msearch=lambda: next(answers))
+    index = OpenSearchIndex(client, "recall", model_id="m", dimensions=2)
+    hits = index.search(request(vector=[1.0, 0.0], limit=5))
+    calls = [c[1]["body"] for c in client.calls if c[0] == "msearch"]
+    assert len(calls) == 3  # the signals; the log around r1 (before, after); r2's similarity
+    assert calls[1][1] == neighbours_body(request(vector=[1.0, 0.0], limit=5), Fusion(), episode, before=True)
+    assert calls[2][1] == similarity_body(request(vector=[1.0, 0.0], limit=5), [1.0, 0.0], ["r2"])
+    # r2 joins with its own similarity (0.5, a share 0.625 of the best) and is lifted by r1 beside it.
+    assert [h.record_id for h in hits] == ["r1", "r2"]
+    assert hits[1].signals == {"query": pytest.approx(0.5)}
+    assert hits[1].score == pytest.approx(1 - (1 - 0.625) * (1 - 0.7 * 1.0))
+
+    refused = iter([
+        {"responses": [{"hits": {"hits": [{"_score": 0.9, "_source": episode}]}}]},
+        {"responses": [{"error": {"type": "script_exception"}}, {"hits": {"hits": []}}]},
+    ])
+    client = RecordingClient(exists=True, get_mapping=mapping(), msearch=lambda: next(refused))
+    hits = OpenSearchIndex(client, "recall", model_id="m", dimensions=2).search(request(vector=[1.0, 0.0], limit=5))
+    assert [h.record_id for h in hits] == ["r1"]
+
+
 def test_failures_of_the_cluster_are_unavailable() -> None:
     class ConnectionError(Exception):
         pass

@@ -507,8 +507,19 @@ class OpenSearchIndex:
                 sources = (hit["_source"] for hit in hits)
                 found.update((source["record_id"], source) for source in sources if source["record_id"] in kept)
             if fusion.method == "relative" and legs and "recency" not in legs:
-                return fuse(request, fusion, legs, self._complete(request, fusion, legs, found))
+                return fuse(request, fusion, legs, self._completed(request, fusion, legs, found))
         return fuse(request, fusion, legs)
+
+    def _completed(
+        self, request: SearchRequest, fusion: Fusion, legs: dict[str, list[Ranked]], found: dict[str, dict[str, Any]]
+    ) -> dict[str, float] | None:
+        """The context step, which refines a ranking the two signals already made: if the cluster
+        refuses or drops it, the recall is answered with the signals' fusion alone, and logged."""
+        try:
+            return self._complete(request, fusion, legs, found)
+        except SearchUnavailable as error:
+            logger.warning("recall context step failed; fused the signals alone", extra={"reason": str(error)})
+            return None
 
     def _complete(
         self, request: SearchRequest, fusion: Fusion, legs: dict[str, list[Ranked]], found: dict[str, dict[str, Any]]
