@@ -261,6 +261,37 @@ def test_no_signal_ever_reaches_another_memory_or_tenant(index: SearchIndex) -> 
         assert ids(index.search(request)) == [rid(1)], request
 
 
+THIRD_MEMORY = "hmem_" + "d" * 32
+
+
+def test_a_search_of_several_memories_ranks_them_on_one_scale_and_reaches_no_other(index: SearchIndex) -> None:
+    index.index(
+        [
+            doc(1, "acme renewal plan for march", memory=MEMORY),
+            doc(2, "acme renewal plan", memory=MEMORY),
+            doc(3, "the renewal of the office lease", memory=OTHER_MEMORY),  # a weak match, its memory's best
+            doc(4, "acme renewal plan for march", memory=THIRD_MEMORY),  # not searched
+            doc(5, "acme renewal plan for march", tenant=OTHER_TENANT, memory=OTHER_MEMORY),
+        ]
+    )
+    for request in (
+        ask(text="acme renewal march", also=(OTHER_MEMORY,)),
+        ask(query="acme renewal march", also=(OTHER_MEMORY,)),
+        ask(query="acme renewal march", text="acme renewal march", also=(OTHER_MEMORY,)),
+    ):
+        hits = index.search(request)
+        assert ids(hits) == [rid(1), rid(2), rid(3)], request
+        # The other memory's best is a weak match of the whole search, not a first place of its own.
+        assert hits[2].score < hits[1].score < hits[0].score
+        assert [h.memory_id for h in hits] == [MEMORY, MEMORY, OTHER_MEMORY]
+    alone = index.search(ask(text="acme renewal march", memory_id=OTHER_MEMORY))
+    assert ids(alone) == [rid(3)]
+    assert alone[0].memory_id == OTHER_MEMORY
+    assert alone[0].score == pytest.approx(1.0)  # searched alone, it is its memory's first place
+    newest = index.search(ask(also=(OTHER_MEMORY,), limit=3))
+    assert set(ids(newest)) == {rid(1), rid(2), rid(3)}
+
+
 def test_get_checks_the_tenant_and_the_memory(index: SearchIndex) -> None:
     index.index([doc(1, "acme", attributes={"k": [1, {"x": None}]}, valid_from=at(-5))])
     found = index.get(TENANT, MEMORY, rid(1))

@@ -122,6 +122,28 @@ def test_depth_reads_descendants_and_reports_a_cap(alice: Client) -> None:
     assert capped["degraded"] == ["depth:capped_at_3"]
 
 
+def test_depth_ranks_every_memory_searched_on_one_scale(alice: Client, make_client: ClientFactory) -> None:
+    sales = seeded(alice, "Sales")
+    lunch = alice.create_memory("Office", parent_id=sales["id"])
+    weak = alice.remember(lunch["id"], "The office contract for the coffee machine runs out in June.")
+    secret = alice.create_memory("Board", parent_id=sales["id"], restricted=True)
+    hidden = alice.remember(secret["id"], "Acme renews its contract in March, says the board.")
+    question = {"query": "When does Acme renew its contract?", "text": "Acme renew contract March"}
+    deep = recall(alice, sales["id"], **question, depth=1)
+    found = [r["record"]["id"] for r in deep["results"]]
+    # The child's weak match is found, and ranks below the strong match of the memory above it.
+    assert deep["results"][0]["record"]["content"] == FACTS[0]
+    assert found.index(weak["id"]) > 0
+    assert deep["results"][found.index(weak["id"])]["score"] < deep["results"][0]["score"]
+    # Depth reads only the descendants the caller may read: bob sees Sales and Office, not Board.
+    bob = make_client("user:bob")
+    alice.grant(sales["id"], "user:bob", "read")
+    seen = recall(bob, sales["id"], **question, depth=1)
+    assert hidden["id"] not in [r["record"]["id"] for r in seen["results"]]
+    assert {r["record"]["memory_id"] for r in seen["results"]} <= {sales["id"], lunch["id"]}
+    assert [c["name"] for c in seen["children"]] == ["Office"]
+
+
 def test_revise_forget_and_as_of_keep_the_index_in_step(alice: Client) -> None:
     memory = alice.create_memory("Facts")
     first = alice.remember(memory["id"], "The launch is planned for April.")

@@ -161,7 +161,7 @@ def test_the_knn_body_filters_inside_the_knn_clause_and_around_it() -> None:
     expected_filter = [*ISOLATION, ACTIVE, {"terms": {"type": ["fact"]}}]
     assert body == {
         "size": 50,
-        "_source": ["record_id", "chain_id", "type", "written_at"],
+        "_source": ["record_id", "chain_id", "type", "written_at", "memory_id"],
         "query": {
             "bool": {
                 "filter": expected_filter,
@@ -185,7 +185,7 @@ def test_the_bm25_body_matches_the_words_inside_the_same_filter() -> None:
     body = bm25_body(request(), ["acme", "renewal"], depth=100)
     assert body == {
         "size": 100,
-        "_source": ["record_id", "chain_id", "type", "written_at"],
+        "_source": ["record_id", "chain_id", "type", "written_at", "memory_id"],
         "query": {
             "bool": {
                 "filter": [*ISOLATION, ACTIVE],
@@ -199,7 +199,7 @@ def test_the_bm25_body_matches_the_words_inside_the_same_filter() -> None:
 def test_the_recency_body_sorts_newest_first() -> None:
     assert recency_body(request(include="all"), 8) == {
         "size": 8,
-        "_source": ["record_id", "chain_id", "type", "written_at"],
+        "_source": ["record_id", "chain_id", "type", "written_at", "memory_id"],
         "query": {"bool": {"filter": ISOLATION}},
         "sort": [{"written_at": "desc"}, {"record_id": "desc"}],
     }

@@ -56,6 +56,9 @@ class SearchHit(Protocol):
     @property
     def signals(self) -> Any: ...
 
+    @property
+    def memory_id(self) -> str: ...
+
 
 class RecallIndex(Protocol):
     """The search side of recall (uhp_memories.search.RecallEngine)."""
@@ -74,6 +77,7 @@ class RecallIndex(Protocol):
         limit: int = 10,
         fusion: Any = None,
         vector: Sequence[float] | None = None,
+        also: Sequence[str] = (),
     ) -> Sequence[SearchHit]:
         ...
 
@@ -191,25 +195,35 @@ class RecallService:
             words = request.text if request.text is not None else request.query
             searched_for = replace(request, query=None, text=words)
 
+        # One search of this memory and the descendants `depth` reaches, fused as one ranking: every
+        # signal on one scale, so a weak memory's best match does not rank beside a strong one's.
+        searched = self._memories_to_search(access, memory, depth)
+        order = {m.id: i for i, m in enumerate(searched)}
+        hits = index.search(
+            caller.tenant,
+            memory.id,
+            query=searched_for.query,
+            text=searched_for.text,
+            filters=flt,
+            types=request.types,
+            include=request.include,
+            as_of=instant,
+            limit=limit,
+            vector=vector,
+            also=[m.id for m in searched[1:]],
+        )
+        by_memory: dict[str, list[SearchHit]] = {}
+        for hit in hits:
+            by_memory.setdefault(hit.memory_id or memory.id, []).append(hit)
         scored: list[tuple[float, int, RecordVersion, SearchHit]] = []
-        for order, searched in enumerate(self._memories_to_search(access, memory, depth)):
-            hits = index.search(
-                caller.tenant,
-                searched.id,
-                query=searched_for.query,
-                text=searched_for.text,
-                filters=flt,
-                types=request.types,
-                include=request.include,
-                as_of=instant,
-                limit=limit,
-                vector=vector,
-            )
-            found = self._ports.records.get_many(caller.tenant, searched.id, [hit.record_id for hit in hits])
-            for hit in hits:
+        for memory_id, found_there in by_memory.items():
+            if memory_id not in order:
+                continue  # never a record of a memory this recall did not search
+            found = self._ports.records.get_many(caller.tenant, memory_id, [hit.record_id for hit in found_there])
+            for hit in found_there:
                 record = self._confirmed(found.get(hit.record_id), request.include, instant)
                 if record is not None:
-                    scored.append((hit.score, -order, record, hit))
+                    scored.append((hit.score, -order[memory_id], record, hit))
         scored.sort(key=lambda item: (item[0], item[1]), reverse=True)
         best = scored[:limit]
         parent, children = self._memories.neighbours(access, memory)

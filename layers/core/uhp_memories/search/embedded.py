@@ -349,28 +349,45 @@ class EmbeddedSearchIndex:
         if request.vector is not None:
             query = _unit_vector(request.vector, self._dimensions, self._model_id)
         with self._lock:
-            scope = self._scope(request.tenant, request.memory_id)
-            if scope is None:
+            found = [
+                self._signals(request, scope, memory_id, query, fusion)
+                for memory_id in request.memory_ids
+                if (scope := self._scope(request.tenant, memory_id)) is not None
+            ]
+            if not found:
                 return []
-            scan, probe = _where(request, scope), _where(request, scope, correlated=True)
-            narrowed = request.include != "active" or request.as_of is not None or request.has_filters
-            depth = candidate_depth(request, fusion)
-            legs: dict[str, list[Ranked]] = {}
-            found = _Found()
-            if query is not None and fusion.query_weight > 0:
-                block = self._block(scope)
-                found.similarity = np.einsum("ij,j->i", block.vectors[: block.n], query)
-                legs["query"], found.query_rows = self._vector_leg(
-                    block, found.similarity, (scan, probe) if narrowed else None, depth, fusion
-                )
-            if request.text is not None and fusion.text_weight > 0:
-                legs["text"], found.text_docs = self._text_leg(scope, query_terms(request.text), *probe, depth)
-            if request.vector is None and request.text is None:
-                legs["recency"] = self._recency_leg(*scan, request.limit)
-            neighbours = None
+            legs = _merged(found)
+            context: dict[str, float] | None = None
             if fusion.method == "relative" and legs and "recency" not in legs:
-                neighbours = self._complete(scope, fusion, legs, found, probe if narrowed else None)
-        return fuse(request, fusion, legs, neighbours)
+                # One scale for every memory searched: each signal's best across all of them.
+                factors = relative_factors(fusion, legs)
+                context = {}
+                for f in found:
+                    context.update(self._complete(f, fusion, factors) or {})
+                legs = _merged(found)
+        return fuse(request, fusion, legs, context)
+
+    def _signals(
+        self, request: SearchRequest, scope: int, memory_id: str, query: np.ndarray | None, fusion: Fusion
+    ) -> _Found:
+        """The signals of one memory searched: each one's best `depth` admitted documents."""
+        scan, probe = _where(request, scope), _where(request, scope, correlated=True)
+        narrowed = request.include != "active" or request.as_of is not None or request.has_filters
+        depth = candidate_depth(request, fusion)
+        found = _Found(scope=scope, memory_id=memory_id, probe=probe if narrowed else None)
+        if query is not None and fusion.query_weight > 0:
+            block = self._block(scope)
+            found.similarity = np.einsum("ij,j->i", block.vectors[: block.n], query)
+            found.legs["query"], found.query_rows = self._vector_leg(
+                block, found.similarity, (scan, probe) if narrowed else None, depth, fusion, memory_id
+            )
+        if request.text is not None and fusion.text_weight > 0:
+            found.legs["text"], found.text_docs = self._text_leg(
+                scope, query_terms(request.text), *probe, depth, memory_id
+            )
+        if request.vector is None and request.text is None:
+            found.legs["recency"] = self._recency_leg(*scan, request.limit, found)
+        return found
 
     def _vector_leg(
         self,
@@ -379,6 +396,7 @@ class EmbeddedSearchIndex:
         narrowed: tuple[_Where, _Where] | None,
         depth: int,
         fusion: Fusion,
+        memory_id: str,
     ) -> tuple[list[Ranked], np.ndarray]:
         """The best `depth` admitted rows by similarity, and those rows. (einsum, in search, runs on
         one thread: OpenBLAS's threaded gemv loses to it on a busy two-core machine.)"""
@@ -393,18 +411,18 @@ class EmbeddedSearchIndex:
         if rows.size > depth:
             rows = rows[np.argpartition(-scores[rows], depth - 1)[:depth]]
         ordered = sorted(rows.tolist(), key=lambda r: (-float(scores[r]), block.record_ids[r]))
-        ranked = [Ranked(block.record_ids[r], block.chain_ids[r], float(scores[r])) for r in ordered]
+        ranked = [Ranked(block.record_ids[r], block.chain_ids[r], float(scores[r]), memory_id) for r in ordered]
         return ranked, np.asarray(ordered, dtype=np.int64)
 
-    def _complete(
-        self, scope: int, fusion: Fusion, legs: dict[str, list[Ranked]], found: _Found, probe: _Where | None
-    ) -> dict[str, float] | None:
+    def _complete(self, found: _Found, fusion: Fusion, factors: dict[str, float]) -> dict[str, float] | None:
         """What relative fusion reads beyond the two cuts. Every document the words found gets its
         similarity (added to the query signal). With context, the episodes logged within the window
         around a candidate get theirs too, and the answer maps each of them, and each candidate, to
         the best own score among its admitted neighbours. `probe` is the request's filter when it
-        narrows the memory (None: the current active versions). Vectorised: a memory of 100,000
-        documents costs what its few hundred candidates do."""
+        narrows the memory (None: the current active versions). `factors` are relative fusion's, over
+        every memory searched. Vectorised: a memory of 100,000 documents costs what its few hundred
+        candidates do."""
+        scope, legs, probe = found.scope, found.legs, found.probe
         block = self._block(scope)
         if block.n == 0:
             return None
@@ -432,7 +450,6 @@ class EmbeddedSearchIndex:
             admitted = np.isin(rows, candidates)
             others = np.flatnonzero(~admitted)
             admitted[others] = self._admitted(block, rows[others], probe)
-            factors = relative_factors(fusion, legs)
             own = np.zeros(rows.size)
             if "query" in factors and similarity is not None:
                 close = similarity[rows]
@@ -459,7 +476,8 @@ class EmbeddedSearchIndex:
             if fusion.min_similarity is not None:
                 extra = extra[similarity[extra] > fusion.min_similarity]
             legs["query"] = legs["query"] + [
-                Ranked(block.record_ids[r], block.chain_ids[r], float(similarity[r])) for r in extra.tolist()
+                Ranked(block.record_ids[r], block.chain_ids[r], float(similarity[r]), found.memory_id)
+                for r in extra.tolist()
             ]
         return context
 
@@ -521,7 +539,7 @@ class EmbeddedSearchIndex:
         return block.rows_of(np.fromiter((r[0] for r in admitted), dtype=np.int64, count=len(admitted)))
 
     def _text_leg(
-        self, scope: int, terms: list[str], where: str, params: list[Any], depth: int
+        self, scope: int, terms: list[str], where: str, params: list[Any], depth: int, memory_id: str
     ) -> tuple[list[Ranked], list[int]]:
         """The best `depth` documents by BM25, and their document ids."""
         if not terms:
@@ -546,15 +564,17 @@ class EmbeddedSearchIndex:
             select += f" AND +{fts}.rowid IN (SELECT rowid FROM {fts} WHERE {fts} MATCH ?)"
             args.append(_any_of(rare))
         rows = self._db.execute(select + " ORDER BY s DESC, d.record_id LIMIT ?", [*args, depth]).fetchall()
-        return [Ranked(r[0], r[1], float(r[2])) for r in rows], [int(r[3]) for r in rows]
+        return [Ranked(r[0], r[1], float(r[2]), memory_id) for r in rows], [int(r[3]) for r in rows]
 
-    def _recency_leg(self, where: str, params: list[Any], limit: int) -> list[Ranked]:
+    def _recency_leg(self, where: str, params: list[Any], limit: int, found: _Found) -> list[Ranked]:
+        """The newest `limit` admitted documents (their write times noted, to merge memories)."""
         rows = self._db.execute(
-            f"SELECT d.record_id, d.chain_id FROM docs d WHERE {where} "
+            f"SELECT d.record_id, d.chain_id, d.written_at FROM docs d WHERE {where} "
             "ORDER BY d.written_at DESC, d.record_id DESC LIMIT ?",
             [*params, limit],
         ).fetchall()
-        return [Ranked(r[0], r[1], 0.0) for r in rows]
+        found.written.update((r[0], r[2]) for r in rows)
+        return [Ranked(r[0], r[1], 0.0, found.memory_id) for r in rows]
 
     def _block(self, scope: int) -> _VectorBlock:
         block = self._blocks.get(scope)
@@ -574,11 +594,34 @@ class EmbeddedSearchIndex:
 
 @dataclass
 class _Found:
-    """What one search's signals found, for relative fusion to complete."""
+    """What the signals found in one memory searched, for relative fusion to complete."""
 
+    scope: int
+    memory_id: str
+    probe: _Where | None  # the request's filter, when it narrows the memory (None: current active)
+    legs: dict[str, list[Ranked]] = field(default_factory=dict)
     similarity: np.ndarray | None = None  # the query's similarity to every row of the memory's block
     query_rows: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     text_docs: list[int] = field(default_factory=list)
+    written: dict[str, str] = field(default_factory=dict)  # record id -> written_at (recency)
+
+
+def _merged(found: Sequence[_Found]) -> dict[str, list[Ranked]]:
+    """The signals of every memory searched, one ranking per signal: best first (recency: newest)."""
+    if len(found) == 1:
+        return found[0].legs
+    legs: dict[str, list[Ranked]] = {}
+    written: dict[str, str] = {}
+    for f in found:
+        written.update(f.written)
+        for name, ranking in f.legs.items():
+            legs.setdefault(name, []).extend(ranking)
+    for name, ranking in legs.items():
+        if name == "recency":
+            ranking.sort(key=lambda item: (written[item.record_id], item.record_id), reverse=True)
+        else:
+            ranking.sort(key=lambda item: (-item.score, item.record_id))
+    return legs
 
 
 class _Sequence:

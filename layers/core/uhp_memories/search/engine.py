@@ -139,10 +139,12 @@ class RecallEngine:
         limit: int = 10,
         fusion: Fusion | None = None,
         vector: Sequence[float] | None = None,
+        also: Sequence[str] = (),
     ) -> list[Hit]:
-        """Recall inside one memory: `query` is embedded here, unless its `vector` is given (from
-        embed_query); `filters` is the parsed filter tree (domain.filters.parse_filter); `as_of` an
-        instant (a snapshot's name resolved already)."""
+        """Recall inside one memory (and the memories in `also`, fused as one ranking): `query` is
+        embedded here, unless its `vector` is given (from embed_query); `filters` is the parsed
+        filter tree (domain.filters.parse_filter); `as_of` an instant (a snapshot's name resolved
+        already)."""
         if vector is None and query is not None:
             vector = self.embed_query(query)
         request = SearchRequest(
@@ -156,5 +158,6 @@ class RecallEngine:
             as_of=as_of,
             limit=limit,
             fusion=fusion,
+            also=tuple(also),
         )
         return self.index.search(request)

@@ -42,6 +42,7 @@ class Ranked:
     record_id: str
     chain_id: str
     score: float
+    memory_id: str = ""  # "": the request's own memory
 
 
 def candidate_depth(request: SearchRequest, fusion: Fusion) -> int:
@@ -72,10 +73,12 @@ def fuse(
     if context and fusion.uses_context:
         scores, lifted = _with_context(own, context, fusion.context_weight)
     chains: dict[str, str] = {}
+    memories: dict[str, str] = {}
     matched: dict[str, dict[str, float]] = {}
     for name, ranking in legs.items():
         for item in ranking:
             chains[item.record_id] = item.chain_id
+            memories[item.record_id] = item.memory_id or request.memory_id
             if name != "recency":
                 matched.setdefault(item.record_id, {})[name] = item.score
     order = heapq.nsmallest(request.limit, scores, key=lambda rid: (-scores[rid], rid))
@@ -87,7 +90,7 @@ def fuse(
             why.append("filters")
         if rid in lifted:
             why.append(CONTEXT)
-        hits.append(Hit(rid, chains[rid], round(scores[rid], 6), tuple(why), dict(signals)))
+        hits.append(Hit(rid, chains[rid], round(scores[rid], 6), tuple(why), dict(signals), memories[rid]))
     return hits
 
 

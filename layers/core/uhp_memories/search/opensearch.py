@@ -30,6 +30,7 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from uhp_memories.domain.timefmt import parse_instant
@@ -61,7 +62,7 @@ logger = logging.getLogger(__name__)
 SCHEMA_VERSION = "1"
 MATCH_ALL: dict[str, Any] = {"match_all": {}}
 MATCH_NONE: dict[str, Any] = {"match_none": {}}
-SEARCH_SOURCE = ["record_id", "chain_id", "type", "written_at"]
+SEARCH_SOURCE = ["record_id", "chain_id", "type", "written_at", "memory_id"]
 # The query's cosine similarity to a stored vector, plus one (a script score must not be negative).
 # Painless's k-NN function: its meaning has not changed across OpenSearch versions, unlike knn_score's.
 SIMILARITY_SCRIPT = "1.0 + cosineSimilarity(params.query_value, doc[params.field])"
@@ -175,14 +176,17 @@ def bulk_delete_actions(index: str, tenant: str, memory_id: str, record_ids: Seq
 # -- queries -----------------------------------------------------------------------------------
 
 
-def isolation_filter(tenant: str, memory_id: str) -> list[dict[str, Any]]:
-    """The clauses every read carries first. Nothing a request says can remove them."""
+def isolation_filter(tenant: str, memory_id: str, *more_memory_ids: str) -> list[dict[str, Any]]:
+    """The clauses every read carries first. Nothing a request says can remove them. A search of
+    several memories (a recall with depth) names them all, and nothing else."""
+    if more_memory_ids:
+        return [{"term": {"tenant": tenant}}, {"terms": {"memory_id": [memory_id, *more_memory_ids]}}]
     return [{"term": {"tenant": tenant}}, {"term": {"memory_id": memory_id}}]
 
 
 def filter_clauses(request: SearchRequest) -> list[dict[str, Any]]:
     """Isolation first, then visibility (include, as_of), types, and the request's field filters."""
-    clauses = isolation_filter(request.tenant, request.memory_id)
+    clauses = isolation_filter(request.tenant, *request.memory_ids)
     if request.as_of is None:
         if request.include == "active":
             clauses.append({"term": {"status": "active"}})
@@ -259,7 +263,7 @@ def neighbours_body(request: SearchRequest, fusion: Fusion, doc: dict[str, Any],
 def similarity_body(request: SearchRequest, vector: Sequence[float], record_ids: Sequence[str]) -> dict[str, Any]:
     """The query's similarity to each of these documents of the memory (exact, by script score)."""
     clauses = [
-        *isolation_filter(request.tenant, request.memory_id),
+        *isolation_filter(request.tenant, *request.memory_ids),
         {"terms": {"record_id": list(record_ids)}},
         {"exists": {"field": "embedding"}},
     ]
@@ -560,7 +564,9 @@ class OpenSearchIndex:
         payload: list[dict[str, Any]] = []
         for rid in centres:
             for before in (True, False):
-                payload.extend(({"index": self._name}, neighbours_body(request, fusion, found[rid], before)))
+                # The log is each memory's own: read around a document inside its memory only.
+                own_memory = replace(request, memory_id=found[rid].get("memory_id") or request.memory_id, also=())
+                payload.extend(({"index": self._name}, neighbours_body(own_memory, fusion, found[rid], before)))
         with _unavailable():
             answer = self._client.msearch(body=payload)
         sides = self._responses(answer, ["context"] * (2 * len(centres)))
@@ -597,7 +603,9 @@ class OpenSearchIndex:
             if fusion.min_similarity is None or close > fusion.min_similarity:
                 similarity[hit["_source"]["record_id"]] = close
         joined = [rid for rid in missing if rid in similarity and rid in joining]
-        extra = [Ranked(rid, found[rid]["chain_id"], similarity[rid]) for rid in joined]
+        extra = [
+            Ranked(rid, found[rid]["chain_id"], similarity[rid], found[rid].get("memory_id", "")) for rid in joined
+        ]
         legs["query"] = legs["query"] + extra
         return similarity
 
@@ -643,7 +651,7 @@ def _ranked(name: str, hits: list[dict[str, Any]], fusion: Fusion) -> list[Ranke
             score = 2.0 * score - 1.0  # Lucene's cosine score is (1 + cos) / 2
             if fusion.min_similarity is not None and score <= fusion.min_similarity:
                 continue
-        ranked.append(Ranked(source["record_id"], source["chain_id"], score))
+        ranked.append(Ranked(source["record_id"], source["chain_id"], score, source.get("memory_id", "")))
     if name != "recency":
         ranked.sort(key=lambda item: (-item.score, item.record_id))
     return ranked

@@ -114,7 +114,7 @@ class Fusion:
 
 @dataclass(frozen=True)
 class SearchRequest:
-    """One search inside one memory.
+    """One search inside one memory (and the memories in `also`, fused as one).
 
     `vector` is the query's embedding (the `query` signal), `text` the words for BM25 (the `text`
     signal), `filters` a parsed filter tree and `types` a set of record types (together the `filters`
@@ -135,10 +135,18 @@ class SearchRequest:
     as_of: str | None = None
     limit: int = 10
     fusion: Fusion | None = None  # None: the index's default
+    # Memories searched together with memory_id (a recall with depth): one ranking, every signal on
+    # one scale across them, each document still read inside its own memory.
+    also: tuple[str, ...] = ()
+
+    @property
+    def memory_ids(self) -> tuple[str, ...]:
+        return (self.memory_id, *(m for m in self.also if m != self.memory_id))
 
     def __post_init__(self) -> None:
-        if not self.tenant or not self.memory_id:
+        if not self.tenant or not self.memory_id or not all(self.also):
             raise ValueError("a search names its tenant and its memory")
+        object.__setattr__(self, "also", tuple(self.also))
         if self.include not in INCLUDE_VALUES:
             raise ValueError(f"include must be one of {INCLUDE_VALUES}")
         if not 1 <= self.limit <= MAX_LIMIT:
@@ -164,6 +172,7 @@ class Hit:
     score: float
     why: tuple[str, ...]
     signals: Mapping[str, float] = field(default_factory=dict)
+    memory_id: str = ""  # the memory the document is in (a search of several)
 
 
 class Embedder(Protocol):
