@@ -36,6 +36,7 @@ import random
 import re
 import sqlite3
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -48,6 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
 RESULTS = ROOT / "bench" / "results"
+RUN_LOG = RESULTS / "recall-scale-runs.jsonl"
 DOC = ROOT / "docs" / "benchmarks.md"
 KS = (1, 5, 10, 25)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -410,19 +412,18 @@ def scale(size: int, data_path: Path, searches: int) -> dict[str, Any]:
             "records_per_s": size / elapsed,
             "observe_ms": latency(api.calls["observe"]),
         }
-        asks = {
-            "default": lambda q: {"query": q, "text": q},
-            "default, query only": lambda q: {"query": q},
-            "default, text only": lambda q: {"text": q},
-        }
-        for body in asks.values():  # warm: the first search loads the memory's vectors
-            api.recall(memory_id, body(questions[0]), timer="warm")
+        # A caller of the gateway is another process (as with `make dev`): the recalls are timed by
+        # a client process, so the client's own Python does not share the server's interpreter.
         load_before = os.getloadavg()[0]
-        for question in questions[:searches]:
-            for name, body in asks.items():
-                api.recall(memory_id, body(question), timer=name)
+        client = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--client", api.base_url, "--memory", memory_id,
+             "--searches", str(searches), "--seed", str(size)],
+            capture_output=True, text=True, check=True,
+        )
+        samples = json.loads(client.stdout)
         results["machine"]["load"] = [load_before, os.getloadavg()[0]]
-        results["latency"] = {name: latency(api.calls[name]) for name in asks}
+        results["latency"] = {name: latency(samples[name]) for name in ASKS}
+        results["first_search_ms"] = samples["warm"][0]
         engine_ms: list[float] = []
         embed_ms: list[float] = []
         for question in questions[:searches]:
@@ -433,8 +434,56 @@ def scale(size: int, data_path: Path, searches: int) -> dict[str, Any]:
             local.engine.search(TENANT, memory_id, query=question, text=question, limit=10)
             engine_ms.append((time.perf_counter() - start) * 1000)
         results["engine"] = {"search": latency(engine_ms), "embed_query": latency(embed_ms)}
-        results["first_search_ms"] = api.calls["warm"][0]
     return results
+
+
+def run_summary(result: dict[str, Any], searches: int) -> dict[str, Any]:
+    """One line of the run log: every latency run is kept, so a slow or a fast run is never the only
+    one shown (this machine's speed drifts by half from one run to the next)."""
+    latency, engine = result["latency"], result["engine"]
+    return {
+        "size": result["size"],
+        "at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"),
+        "commit": _commit(),
+        "searches": searches,
+        "client": "own process",
+        "default": [round(latency["default"]["p50"], 1), round(latency["default"]["p95"], 1)],
+        "text_only_p50": round(latency["default, text only"]["p50"], 1),
+        "embed_p50": round(engine["embed_query"]["p50"], 1),
+        "load": [round(v, 2) for v in result["machine"].get("load", [])],
+    }
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "-"
+
+
+ASKS: dict[str, Callable[[str], dict[str, Any]]] = {
+    "default": lambda q: {"query": q, "text": q},
+    "default, query only": lambda q: {"query": q},
+    "default, text only": lambda q: {"text": q},
+}
+
+
+def client(base_url: str, memory_id: str, searches: int, seed: int, data_path: Path) -> dict[str, list[float]]:
+    """The latency loop, run as a separate client process: the questions in a shuffled order, the
+    three request kinds interleaved question by question (they share the machine's ups and downs)."""
+    import requests
+
+    questions = [q.text for c in load_locomo(data_path) for q in c.questions]
+    random.Random(seed).shuffle(questions)
+    api = Api(base_url, requests.Session())
+    for body in ASKS.values():  # warm: the first search loads the memory's vectors
+        api.recall(memory_id, body(questions[0]), timer="warm")
+    for question in questions[:searches]:
+        for name, body in ASKS.items():
+            api.recall(memory_id, body(question), timer=name)
+    return api.calls
 
 
 def machine() -> dict[str, Any]:
@@ -572,10 +621,12 @@ def render_scale(results: list[dict[str, Any]]) -> list[str]:
         "",
         "The dev set's turns cycled into one memory (so texts repeat every 3,435 records), ingested "
         "through observe in calls of at most 50 episodes; then the questions of the dev set, in a "
-        "shuffled order, through the gateway with the default limit. `engine` is the search alone "
-        "in process (embedding of the query included); the rest of a request is HTTP, the handler, "
-        "the access checks and the read-back of every hit from DynamoDB (moto). The three request "
-        "kinds are interleaved question by question, so they share the machine's ups and downs.",
+        "shuffled order, through the gateway with the default limit, timed by a client in its own "
+        "process (earlier runs timed it in the server's process: the `client` column of the run log "
+        "below). `engine` is the search alone in the server's process (embedding of the "
+        "query included); the rest of a request is HTTP, the handler, the access checks and the "
+        "read-back of every hit from DynamoDB (moto). The three request kinds are interleaved "
+        "question by question, so they share the machine's ups and downs.",
         "",
         "| records | request | p50 ms | p95 ms | p50 vs text only | p95 vs text only | target |",
         "|---|---|---|---|---|---|---|",
@@ -605,6 +656,26 @@ def render_scale(results: list[dict[str, Any]]) -> list[str]:
             f"| {size:,} | engine: embed the query | {e['embed_query']['p50']:.1f} | "
             f"{e['embed_query']['p95']:.1f} | | | |"
         )
+    if RUN_LOG.exists():
+        runs = [json.loads(line) for line in RUN_LOG.read_text().splitlines() if line.strip()]
+        lines += [
+            "",
+            "Every latency run, oldest first (the table above is the newest of each size). The time to "
+            "embed a query, the same work in every run, shows how fast the machine was running; the "
+            "ratio to the text-only request is the figure that stays put.",
+            "",
+            "| records | when (UTC) | commit | client | searches | default p50 ms | p95 ms | text only p50 ms | "
+            "default / text only | embed p50 ms | load |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for run in runs:
+            p50, p95 = run["default"]
+            load = " -> ".join(f"{v:.2f}" for v in run.get("load", [])) or "-"
+            lines.append(
+                f"| {run['size']:,} | {run['at']} | {run['commit']} | {run.get('client', 'server process')} | "
+                f"{run['searches']} | {p50:.1f} | {p95:.1f} | "
+                f"{run['text_only_p50']:.1f} | {_ratio(p50, run['text_only_p50'])} | {run['embed_p50']:.1f} | {load} |"
+            )
     lines += ["", "| records | ingest records/s | observe call p50 ms | p95 ms | first search ms (loads vectors) |",
               "|---|---|---|---|---|"]
     for r in results:
@@ -659,13 +730,21 @@ def main() -> int:
     parser.add_argument("--scale", type=int, action="append", help="records in one memory (repeatable)")
     parser.add_argument("--searches", type=int, default=500, help="recalls per request kind at scale")
     parser.add_argument("--render", action="store_true", help="only rebuild docs/benchmarks.md from the results")
+    parser.add_argument("--client", metavar="URL", help=argparse.SUPPRESS)  # the latency loop's client process
+    parser.add_argument("--memory", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.client:
+        print(json.dumps(client(args.client, args.memory, args.searches, args.seed, args.data)))
+        return 0
     RESULTS.mkdir(parents=True, exist_ok=True)
     if not args.render:
         if args.scale:
             for size in args.scale:
                 result = scale(size, args.data, args.searches)
                 (RESULTS / f"recall-scale-{size}.json").write_text(json.dumps(result, indent=1))
+                with RUN_LOG.open("a") as log:
+                    log.write(json.dumps(run_summary(result, args.searches)) + "\n")
         else:
             result = quality(args.data)
             (RESULTS / "recall-locomo.json").write_text(json.dumps(result, indent=1))
