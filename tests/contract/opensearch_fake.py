@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import re
 from collections import Counter
 from datetime import datetime
 from typing import Any
+
+import pytest
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
 _WORD = re.compile(r"\w+")
@@ -284,3 +287,28 @@ def _cosine(a: list[float], b: list[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b, strict=True))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     return dot / norm if norm else 0.0
+
+
+# -- the search backends every search contract suite runs against ------------------------------
+
+OPENSEARCH_URL = os.environ.get("OPENSEARCH_URL")
+SEARCH_BACKENDS = [
+    "embedded",
+    "opensearch-fake",
+    pytest.param("opensearch", marks=pytest.mark.skipif(not OPENSEARCH_URL, reason="OPENSEARCH_URL is not set")),
+]
+
+
+def opensearch_client(backend: str) -> Any:
+    """The stand-in for "opensearch-fake"; for "opensearch", the cluster at OPENSEARCH_URL (requests
+    signed with SigV4 when OPENSEARCH_AWS_REGION is set, for OPENSEARCH_AWS_SERVICE, default "es")."""
+    if backend == "opensearch-fake":
+        return FakeOpenSearch()
+    from uhp_memories.search.opensearch import connect
+
+    assert OPENSEARCH_URL
+    return connect(
+        OPENSEARCH_URL,
+        region=os.environ.get("OPENSEARCH_AWS_REGION"),
+        service=os.environ.get("OPENSEARCH_AWS_SERVICE", "es"),
+    )

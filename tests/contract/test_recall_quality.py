@@ -6,19 +6,18 @@ OPENSEARCH_URL is set, as in test_search_index.py)."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.contract.opensearch_fake import FakeOpenSearch
+from tests.contract.opensearch_fake import SEARCH_BACKENDS, opensearch_client
 from uhp_memories.domain.filters import parse_filter
 from uhp_memories.domain.timefmt import format_ms
 from uhp_memories.search.embedded import EmbeddedSearchIndex
 from uhp_memories.search.hashing import HashingEmbedder
-from uhp_memories.search.opensearch import OpenSearchIndex, connect
+from uhp_memories.search.opensearch import OpenSearchIndex
 from uhp_memories.search.ports import CONTEXT, Fusion, SearchDocument, SearchIndex, SearchRequest
 
 EMBEDDER = HashingEmbedder(64)
@@ -76,29 +75,12 @@ def conversation(type: str = "episode") -> list[SearchDocument]:
     ]
 
 
-OPENSEARCH_URL = os.environ.get("OPENSEARCH_URL")
-
-
-@pytest.fixture(
-    params=[
-        "embedded",
-        "opensearch-fake",
-        pytest.param("opensearch", marks=pytest.mark.skipif(not OPENSEARCH_URL, reason="OPENSEARCH_URL is not set")),
-    ]
-)
+@pytest.fixture(params=SEARCH_BACKENDS)
 def index(request: pytest.FixtureRequest) -> Iterator[SearchIndex]:
     if request.param == "embedded":
         yield EmbeddedSearchIndex(":memory:", model_id=EMBEDDER.model_id, dimensions=EMBEDDER.dimensions)
         return
-    if request.param == "opensearch-fake":
-        client: Any = FakeOpenSearch()
-    else:
-        assert OPENSEARCH_URL
-        client = connect(
-            OPENSEARCH_URL,
-            region=os.environ.get("OPENSEARCH_AWS_REGION"),
-            service=os.environ.get("OPENSEARCH_AWS_SERVICE", "es"),
-        )
+    client = opensearch_client(request.param)
     name = f"uhp-quality-{uuid.uuid4().hex[:12]}"
     opened = OpenSearchIndex(
         client, name, model_id=EMBEDDER.model_id, dimensions=EMBEDDER.dimensions, refresh=True, replicas=0

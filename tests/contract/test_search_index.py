@@ -11,7 +11,6 @@ Vectors come from a deterministic bag-of-words embedder, so texts that share wor
 
 from __future__ import annotations
 
-import os
 import random
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.contract.opensearch_fake import FakeOpenSearch
+from tests.contract.opensearch_fake import SEARCH_BACKENDS, opensearch_client
 from uhp_memories.domain.filters import matches, parse_filter
 from uhp_memories.domain.models import RecordVersion
 from uhp_memories.domain.timefmt import format_ms
@@ -35,12 +34,7 @@ EMBEDDER = HashingEmbedder(64)
 TENANT, OTHER_TENANT = "acme", "globex"
 MEMORY, OTHER_MEMORY = "hmem_" + "a" * 32, "hmem_" + "b" * 32
 T0 = 1_790_000_000_000
-OPENSEARCH_URL = os.environ.get("OPENSEARCH_URL")
-BACKENDS = [
-    "embedded",
-    "opensearch-fake",
-    pytest.param("opensearch", marks=pytest.mark.skipif(not OPENSEARCH_URL, reason="OPENSEARCH_URL is not set")),
-]
+BACKENDS = SEARCH_BACKENDS
 
 
 def at(seconds: float) -> str:
@@ -125,17 +119,9 @@ def open_backend(name: str, tmp: Path) -> Iterator[Backend]:
             index.close()
         return
 
-    from uhp_memories.search.opensearch import OpenSearchIndex, connect
+    from uhp_memories.search.opensearch import OpenSearchIndex
 
-    if name == "opensearch-fake":
-        client: Any = FakeOpenSearch()
-    else:
-        assert OPENSEARCH_URL
-        client = connect(
-            OPENSEARCH_URL,
-            region=os.environ.get("OPENSEARCH_AWS_REGION"),
-            service=os.environ.get("OPENSEARCH_AWS_SERVICE", "es"),
-        )
+    client = opensearch_client(name)
     index_name = f"uhp-contract-{uuid.uuid4().hex[:12]}"
 
     def open_opensearch(model_id: str = EMBEDDER.model_id, dimensions: int = EMBEDDER.dimensions, **kw: Any):

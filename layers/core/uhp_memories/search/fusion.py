@@ -62,12 +62,7 @@ def fuse(
     if "recency" in legs or fusion.method == "rrf":
         own = _reciprocal_ranks(fusion, legs)
     else:
-        factors = relative_factors(fusion, legs)
-        own = {}
-        for name, ranking in legs.items():
-            factor = factors.get(name, 0.0)
-            for item in ranking:
-                own[item.record_id] = own.get(item.record_id, 0.0) + factor * max(item.score, 0.0)
+        own = relative_scores(legs, relative_factors(fusion, legs))
     scores: dict[str, float] = own
     lifted: set[str] = set()
     if context and fusion.uses_context:
@@ -106,6 +101,17 @@ def relative_factors(fusion: Fusion, legs: Mapping[str, Sequence[Ranked]]) -> di
         if name in weights and top > 0:
             factors[name] = weights[name] / (top * asked)
     return factors
+
+
+def relative_scores(legs: Mapping[str, Sequence[Ranked]], factors: Mapping[str, float]) -> dict[str, float]:
+    """Each candidate's own score under relative fusion (before context): the sum over signals of
+    factor * max(raw score, 0)."""
+    own: dict[str, float] = {}
+    for name, ranking in legs.items():
+        factor = factors.get(name, 0.0)
+        for item in ranking:
+            own[item.record_id] = own.get(item.record_id, 0.0) + factor * max(item.score, 0.0)
+    return own
 
 
 def _reciprocal_ranks(fusion: Fusion, legs: Mapping[str, Sequence[Ranked]]) -> dict[str, float]:

@@ -35,7 +35,14 @@ from typing import Any
 
 from uhp_memories.domain.timefmt import parse_instant
 from uhp_memories.search.errors import EmbeddingModelMismatch, SearchUnavailable
-from uhp_memories.search.fusion import Ranked, candidate_depth, fuse, query_terms, relative_factors
+from uhp_memories.search.fusion import (
+    Ranked,
+    candidate_depth,
+    fuse,
+    query_terms,
+    relative_factors,
+    relative_scores,
+)
 from uhp_memories.search.ports import Fusion, Hit, SearchDocument, SearchRequest
 from uhp_memories.search.predicates import (
     BOOLEAN,
@@ -563,9 +570,9 @@ class OpenSearchIndex:
             return []
         payload: list[dict[str, Any]] = []
         for rid in centres:
+            # The log is each memory's own: read around a document inside its memory only.
+            own_memory = replace(request, memory_id=found[rid].get("memory_id") or request.memory_id, also=())
             for before in (True, False):
-                # The log is each memory's own: read around a document inside its memory only.
-                own_memory = replace(request, memory_id=found[rid].get("memory_id") or request.memory_id, also=())
                 payload.extend(({"index": self._name}, neighbours_body(own_memory, fusion, found[rid], before)))
         with _unavailable():
             answer = self._client.msearch(body=payload)
@@ -621,10 +628,7 @@ class OpenSearchIndex:
 
 def _best_first(legs: dict[str, list[Ranked]], factors: dict[str, float]) -> list[str]:
     """The candidates by their own relative score, best first."""
-    own: dict[str, float] = {}
-    for name, ranking in legs.items():
-        for item in ranking:
-            own[item.record_id] = own.get(item.record_id, 0.0) + factors.get(name, 0.0) * max(item.score, 0.0)
+    own = relative_scores(legs, factors)
     return sorted(own, key=lambda rid: (-own[rid], rid))
 
 

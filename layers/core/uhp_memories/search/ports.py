@@ -61,9 +61,10 @@ class Fusion:
     in this request (cosine similarity for `query`, BM25 for `text`), and the weighted mean of those
     shares is the document's own score, in [0, 1]. A document the words found is scored by meaning
     too (the embedded engine has every similarity at hand; OpenSearch scores the rest exactly in one
-    more search), so a candidate is never penalised for falling just outside the other signal's cut. `rrf`: weighted
-    reciprocal rank fusion, sum over signals of weight / (k + rank), divided by its largest possible
-    value. Either way a document ranked first by every signal asked for scores 1.0.
+    more search), so a candidate is never penalised for falling just outside the other signal's
+    cut. `rrf`: weighted reciprocal rank fusion, sum over signals of weight / (k + rank), divided by
+    its largest possible value. Either way a document ranked first by every signal asked for scores
+    1.0.
 
     Context: an episode (a record of one of `context_types`, as observe writes them) is read with
     the episodes logged around it. Its score becomes 1 - (1 - own) * (1 - context_weight * best),
