@@ -485,13 +485,16 @@ class EmbeddedSearchIndex:
         """Whether the request admits each of these rows: the current active ones, or the filter's."""
         if rows.size == 0 or probe is None:
             return block.active[rows]
+        return self._passing(block.doc_ids[rows], probe)
+
+    def _passing(self, doc_ids: np.ndarray, probe: _Where) -> np.ndarray:
+        """Whether each of these documents passes the request's (correlated) filter, in one query."""
         where, params = probe
-        ids = block.doc_ids[rows]
         passed = self._db.execute(
             f"SELECT d.id FROM docs d WHERE d.id IN (SELECT value FROM json_each(?)) AND {where}",
-            [json.dumps(ids.tolist()), *params],
+            [json.dumps(doc_ids.tolist()), *params],
         ).fetchall()
-        return np.isin(ids, np.fromiter((r[0] for r in passed), dtype=np.int64, count=len(passed)))
+        return np.isin(doc_ids, np.fromiter((r[0] for r in passed), dtype=np.int64, count=len(passed)))
 
     def _sequence(self, scope: int, block: _VectorBlock, types: tuple[str, ...]) -> _Sequence | None:
         """The memory's log of documents of these types (with vectors), in write order."""
@@ -521,16 +524,11 @@ class EmbeddedSearchIndex:
         Checking the filter on the best `m` rows by similarity is exact once `depth` of them pass: any
         admitted row outside those `m` scores lower than all of them. Otherwise `m` grows, and past a
         quarter of the memory the filter runs over the whole memory."""
-        (scan, scan_params), (probe, probe_params) = narrowed
+        (scan, scan_params), probe = narrowed
         m = depth * 4
         while m < block.n // 4:
             best = np.argpartition(-scores, m - 1)[:m]
-            ids = block.doc_ids[best]
-            admitted = self._db.execute(
-                f"SELECT d.id FROM docs d WHERE d.id IN (SELECT value FROM json_each(?)) AND {probe}",
-                [json.dumps(ids.tolist()), *probe_params],
-            ).fetchall()
-            kept = best[np.isin(ids, np.fromiter((r[0] for r in admitted), dtype=np.int64, count=len(admitted)))]
+            kept = best[self._passing(block.doc_ids[best], probe)]
             exhausted = min_similarity is not None and scores[best].min() <= min_similarity
             if kept.size >= depth or exhausted:
                 return kept
