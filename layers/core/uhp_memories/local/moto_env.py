@@ -162,7 +162,7 @@ def _transactions_back_up_items_not_tables() -> None:
             if table is None:
                 continue
             key = _item_key(table, op)
-            if table is not None and key is not None:
+            if key is not None:
                 saved.append((table, *key, copy.deepcopy(table.get_item(*key))))
         try:
             original(self, transact_items)

@@ -28,19 +28,13 @@ class DynamoRecordRepository:
         self._table = table
 
     def get(self, tenant: str, memory_id: str, record_id: str) -> RecordVersion | None:
-        item = self._table.get(keys.memory_pk(tenant, memory_id), keys.record_sk(record_id))
-        if not item or item.get("entity") != "record" or item.get("tenant") != tenant:
-            return None
-        return record_from(item)
+        return _record_of(tenant, self._table.get(keys.memory_pk(tenant, memory_id), keys.record_sk(record_id)))
 
     def get_many(self, tenant: str, memory_id: str, record_ids: Sequence[str]) -> dict[str, RecordVersion]:
         pk = keys.memory_pk(tenant, memory_id)
-        found: dict[str, RecordVersion] = {}
-        for item in self._table.get_many([(pk, keys.record_sk(rid)) for rid in record_ids]):
-            if item.get("entity") == "record" and item.get("tenant") == tenant:
-                record = record_from(item)
-                found[record.id] = record
-        return found
+        items = self._table.get_many([(pk, keys.record_sk(rid)) for rid in record_ids])
+        found = (_record_of(tenant, item) for item in items)
+        return {record.id: record for record in found if record is not None}
 
     def _count(self, record: RecordVersion, delta: int) -> dict:
         return self._table.update_op(
@@ -232,3 +226,10 @@ class DynamoRecordRepository:
                 self._table.delete_many([(keys.memory_pk(tenant, memory_id), keys.record_sk(version.id))])
             erased.append(version.id)
         return erased
+
+
+def _record_of(tenant: str, item: dict | None) -> RecordVersion | None:
+    """The record version an item read by key holds, if it is one of this tenant's."""
+    if not item or item.get("entity") != "record" or item.get("tenant") != tenant:
+        return None
+    return record_from(item)
