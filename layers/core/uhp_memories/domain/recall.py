@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -81,8 +82,9 @@ class RecallIndex(Protocol):
     ) -> Sequence[SearchHit]:
         ...
 
-    def embed_query(self, query: str) -> Sequence[float] | None:
-        """None for a blank query; raises QueryNotEmbedded when the model does not answer."""
+    def embedding(self, query: str) -> Future[Any]:
+        """The query's vector, computed while the caller goes on: None for a blank query; the future
+        raises QueryNotEmbedded when the model does not answer."""
         ...
 
 
@@ -164,6 +166,10 @@ class RecallService:
         self._abstain = abstain or AbstainPolicy()
 
     def recall(self, caller: Caller, memory_id: str, request: RecallInput) -> RecallAnswer:
+        # The query is embedded while the caller's access is checked and the memories to search are
+        # read; nothing of the memory is read for it, and its answer is dropped if access fails.
+        index = self._index()
+        embedding = index.embedding(request.query) if index and request.query else None
         access = self._ports.access(caller)
         memory = access.require(memory_id, "read")
         limit = request.limit if request.limit is not None else RECALL_LIMIT_DEFAULT
@@ -180,13 +186,16 @@ class RecallService:
         if depth > MAX_DEPTH:
             depth = MAX_DEPTH
             degraded.append(f"depth:capped_at_{MAX_DEPTH}")
-        index = self._index()
         if index is None:
             raise MemoryUnavailable("the search index of this provider is not connected")
+        # Searched while the query was embedded: this memory and the descendants `depth` reaches,
+        # and where a reader can go from here.
+        searched = self._memories_to_search(access, memory, depth)
+        parent, children = self._memories.neighbours(access, memory)
         # Embedded once, the query serves every memory the recall searches (depth).
         searched_for = request
         try:
-            vector = index.embed_query(request.query) if request.query else None
+            vector = embedding.result() if embedding else None
         except QueryNotEmbedded:
             # Without its meaning, a question still has its words: they are searched (as text, when
             # no text was given) and the caller is told the meaning signal was not computed.
@@ -195,9 +204,8 @@ class RecallService:
             words = request.text if request.text is not None else request.query
             searched_for = replace(request, query=None, text=words)
 
-        # One search of this memory and the descendants `depth` reaches, fused as one ranking: every
-        # signal on one scale, so a weak memory's best match does not rank beside a strong one's.
-        searched = self._memories_to_search(access, memory, depth)
+        # One search of every memory reached, fused as one ranking: every signal on one scale, so a
+        # weak memory's best match does not rank beside a strong one's.
         order = {m.id: i for i, m in enumerate(searched)}
         hits = index.search(
             caller.tenant,
@@ -226,7 +234,6 @@ class RecallService:
                     scored.append((hit.score, -order[memory_id], record, hit))
         scored.sort(key=lambda item: (item[0], item[1]), reverse=True)
         best = scored[:limit]
-        parent, children = self._memories.neighbours(access, memory)
         return RecallAnswer(
             results=[
                 RecallResult(self._records.view(access, record), round(score, 6), tuple(hit.why))
