@@ -175,3 +175,27 @@ def test_item_reads_answer_the_json_moto_would_have_serialized(dynamodb: Any, mo
     )
     assert on_index["Items"] == [item]
     assert sorted(set(compared)) == ["BatchGetItem", "GetItem", "Query"]
+
+
+def test_batch_reads_answer_as_moto_does_up_to_the_16_mb_limit(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each item is sized once, not twice: the same items answered, the same keys left unprocessed
+    past 16 MB."""
+    from moto.dynamodb.models.dynamo_type import Item
+    from moto.dynamodb.responses import DynamoHandler
+
+    client = dynamodb
+    keys = []
+    for n in range(45):  # 45 items of ~390 KB: more than one answer's 16 MB
+        key = {"PK": {"S": f"big{n:02d}"}, "SK": {"S": "k"}}
+        client.put_item(TableName=TABLE, Item={**key, "blob": {"S": chr(97 + n % 26) * 390_000}})
+        keys.append(key)
+    sized: list[int] = []
+    size = Item.size
+    monkeypatch.setattr(Item, "size", lambda item: sized.append(id(item)) or size(item))
+    fast = client.batch_get_item(RequestItems={TABLE: {"Keys": keys}})
+    assert len(sized) == len(set(sized))  # never the same item twice
+    monkeypatch.setattr(DynamoHandler, "batch_get_item", DynamoHandler.batch_get_item.__wrapped__)
+    slow = client.batch_get_item(RequestItems={TABLE: {"Keys": keys}})
+    assert fast["Responses"] == slow["Responses"]
+    assert fast["UnprocessedKeys"] == slow["UnprocessedKeys"]
+    assert 0 < len(fast["Responses"][TABLE]) < len(keys)
