@@ -381,6 +381,15 @@ def test_visibility_applies_inside_the_signals_before_their_top_k(index: SearchI
     assert ids(index.search(ask(text="march renewal", limit=1, fusion=narrow))) == [rid(99)]
 
 
+def test_equal_text_scores_keep_the_lowest_record_ids_whatever_the_write_order(index: SearchIndex) -> None:
+    same = [doc(n, "renewal notes", written=n) for n in range(1, 25)]
+    random.Random(7).shuffle(same)
+    index.index(same)
+    index.index([doc(n, "renewal notes", status="superseded", invalidated=50) for n in range(25, 40)])
+    narrow = Fusion(candidates=5)
+    assert ids(index.search(ask(text="renewal", limit=5, fusion=narrow))) == [rid(n) for n in range(1, 6)]
+
+
 # -- the filter language: the same answers as domain/filters.matches ----------------------------
 
 FIELDS = [

@@ -383,7 +383,7 @@ class EmbeddedSearchIndex:
             )
         if request.text is not None and fusion.text_weight > 0:
             found.legs["text"], found.text_docs = self._text_leg(
-                scope, query_terms(request.text), *probe, depth, memory_id
+                scope, query_terms(request.text), *probe, depth, memory_id, current_only=not narrowed
             )
         if request.vector is None and request.text is None:
             found.legs["recency"] = self._recency_leg(*scan, request.limit, found)
@@ -537,9 +537,17 @@ class EmbeddedSearchIndex:
         return block.rows_of(np.fromiter((r[0] for r in admitted), dtype=np.int64, count=len(admitted)))
 
     def _text_leg(
-        self, scope: int, terms: list[str], where: str, params: list[Any], depth: int, memory_id: str
+        self,
+        scope: int,
+        terms: list[str],
+        where: str,
+        params: list[Any],
+        depth: int,
+        memory_id: str,
+        current_only: bool = False,
     ) -> tuple[list[Ranked], list[int]]:
-        """The best `depth` documents by BM25, and their document ids."""
+        """The best `depth` documents by BM25, and their document ids. `current_only`: the request
+        admits exactly the current active versions (no filter, no as_of)."""
         if not terms:
             return [], []
         fts = _fts(scope)
@@ -551,18 +559,51 @@ class EmbeddedSearchIndex:
         if not present:
             return [], []
         rare = [t for t in present if self._common_docs is None or found[t] <= self._common_docs]
-        select = (
-            f"SELECT d.record_id, d.chain_id, -bm25({fts}) AS s, d.id FROM {fts} JOIN docs d ON d.id = {fts}.rowid "
-            f"WHERE {fts} MATCH ? AND {where}"
-        )
-        args: list[Any] = [_any_of(present), *params]
+        match, match_args = f"{fts} MATCH ?", [_any_of(present)]
         if rare and len(rare) < len(present):
             # Common words score only the documents that match a rarer word of the query: scoring
             # every document that holds a common word is what makes BM25 slow on a large memory.
-            select += f" AND +{fts}.rowid IN (SELECT rowid FROM {fts} WHERE {fts} MATCH ?)"
-            args.append(_any_of(rare))
-        rows = self._db.execute(select + " ORDER BY s DESC, d.record_id LIMIT ?", [*args, depth]).fetchall()
+            match += f" AND +{fts}.rowid IN (SELECT rowid FROM {fts} WHERE {fts} MATCH ?)"
+            match_args.append(_any_of(rare))
+        if current_only:
+            best = self._best_current_by_words(scope, match, match_args, depth)
+            if best is not None:
+                return [Ranked(r[1], r[2], r[0], memory_id) for r in best], [r[3] for r in best]
+        rows = self._db.execute(
+            f"SELECT d.record_id, d.chain_id, -bm25({fts}) AS s, d.id FROM {fts} JOIN docs d ON d.id = {fts}.rowid "
+            f"WHERE {match} AND {where} ORDER BY s DESC, d.record_id LIMIT ?",
+            [*match_args, *params, depth],
+        ).fetchall()
         return [Ranked(r[0], r[1], float(r[2]), memory_id) for r in rows], [int(r[3]) for r in rows]
+
+    def _best_current_by_words(
+        self, scope: int, match: str, match_args: list[Any], depth: int
+    ) -> list[tuple[float, str, str, int]] | None:
+        """The text signal's best `depth` current active documents as (score, record id, chain id,
+        document id), read from the FTS index alone and checked against the vector block's flags:
+        joining every match to its row costs as much as scoring it. Exact: a cut is kept only when
+        its last score is above every score the LIMIT left out. None when the block cannot tell (a
+        document without a vector) or the best are too far down: the join answers then."""
+        block = self._block(scope)
+        fts = _fts(scope)
+        wanted = 2 * depth
+        while wanted <= 32 * depth:
+            rows = self._db.execute(
+                f"SELECT rowid, -bm25({fts}) AS s FROM {fts} WHERE {match} ORDER BY s DESC LIMIT ?",
+                [*match_args, wanted],
+            ).fetchall()
+            kept = []
+            for doc, score in rows:
+                row = block.row_of.get(doc)
+                if row is None:
+                    return None
+                if block.active[row]:
+                    kept.append((float(score), block.record_ids[row], block.chain_ids[row], int(doc)))
+            kept.sort(key=lambda k: (-k[0], k[1]))
+            if len(rows) < wanted or (len(kept) >= depth and kept[depth - 1][0] > rows[-1][1]):
+                return kept[:depth]
+            wanted *= 4
+        return None
 
     def _recency_leg(self, where: str, params: list[Any], limit: int, found: _Found) -> list[Ranked]:
         """The newest `limit` admitted documents (their write times noted, to merge memories)."""
