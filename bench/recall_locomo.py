@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
 RESULTS = ROOT / "bench" / "results"
 RUN_LOG = RESULTS / "recall-scale-runs.jsonl"
+VERSUS_LOG = RESULTS / "recall-versus-runs.jsonl"  # bench/recall_versus.py: two commits side by side
 DOC = ROOT / "docs" / "benchmarks.md"
 KS = (1, 5, 10, 25)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -676,6 +677,7 @@ def render_scale(results: list[dict[str, Any]]) -> list[str]:
                 f"{run['searches']} | {p50:.1f} | {p95:.1f} | "
                 f"{run['text_only_p50']:.1f} | {_ratio(p50, run['text_only_p50'])} | {run['embed_p50']:.1f} | {load} |"
             )
+    lines += render_versus()
     lines += ["", "| records | ingest records/s | observe call p50 ms | p95 ms | first search ms (loads vectors) |",
               "|---|---|---|---|---|"]
     for r in results:
@@ -685,6 +687,32 @@ def render_scale(results: list[dict[str, Any]]) -> list[str]:
             f"{i['observe_ms']['p95']:.0f} | {r['first_search_ms']:.0f} |"
         )
     lines.append("")
+    return lines
+
+
+def render_versus() -> list[str]:
+    """The side-by-side runs of bench/recall_versus.py: this machine's speed cancels out of them."""
+    if not VERSUS_LOG.exists():
+        return []
+    runs = [json.loads(line) for line in VERSUS_LOG.read_text().splitlines() if line.strip()]
+    lines = [
+        "",
+        "Side by side (`bench/recall_versus.py BASELINE`): two local servers at once, one on an earlier "
+        "commit's code and one on the commit named, the same records in each, one client alternating "
+        "the same questions between them. The ratio is the figure to compare across runs; the "
+        "milliseconds move with the machine.",
+        "",
+        "| records | when (UTC) | baseline -> commit | request | baseline p50 / p95 ms | commit p50 / p95 ms | "
+        "p50 ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        for kind in ("default", "text only"):
+            base, now = run[kind]["baseline"], run[kind]["now"]
+            lines.append(
+                f"| {run['size']:,} | {run['at']} | {run['baseline']} -> {run['commit']} | {kind} | "
+                f"{base[0]:.1f} / {base[1]:.1f} | {now[0]:.1f} / {now[1]:.1f} | {now[0] / base[0]:.2f}x |"
+            )
     return lines
 
 
