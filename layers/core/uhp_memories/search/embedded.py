@@ -31,8 +31,10 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,7 @@ from uhp_memories.search.predicates import (
 )
 
 SCHEMA_VERSION = "1"
+_TEXT_LEGS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="bm25")
 # A word found in more documents of a memory than this is common: it adds to the BM25 score of the
 # documents that match a rarer word of the same query, and finds no document on its own (as
 # Elasticsearch's common-terms query). A query of common words only is scored in full.
@@ -375,16 +378,26 @@ class EmbeddedSearchIndex:
         narrowed = request.include != "active" or request.as_of is not None or request.has_filters
         depth = candidate_depth(request, fusion)
         found = _Found(scope=scope, memory_id=memory_id, probe=probe if narrowed else None)
-        if query is not None and fusion.query_weight > 0:
+        by_meaning = query is not None and fusion.query_weight > 0
+        by_words = request.text is not None and fusion.text_weight > 0
+        words: Future[tuple[list[Ranked], list[int]]] | None = None
+        if by_words:
+            text_leg = partial(
+                self._text_leg, scope, query_terms(request.text), *probe, depth, memory_id, current_only=not narrowed
+            )
+            if by_meaning and not narrowed:
+                # BM25 runs in SQLite, which lets go of the GIL: on another core while the vectors are
+                # scored here. (Not when the request narrows: its vector signal queries SQLite too.)
+                self._block(scope)
+                words = _TEXT_LEGS.submit(text_leg)
+        if by_meaning and query is not None:
             block = self._block(scope)
             found.similarity = np.einsum("ij,j->i", block.vectors[: block.n], query)
             found.legs["query"], found.query_rows = self._vector_leg(
                 block, found.similarity, (scan, probe) if narrowed else None, depth, fusion, memory_id
             )
-        if request.text is not None and fusion.text_weight > 0:
-            found.legs["text"], found.text_docs = self._text_leg(
-                scope, query_terms(request.text), *probe, depth, memory_id, current_only=not narrowed
-            )
+        if by_words:
+            found.legs["text"], found.text_docs = words.result() if words else text_leg()
         if request.vector is None and request.text is None:
             found.legs["recency"] = self._recency_leg(*scan, request.limit, found)
         return found
