@@ -69,11 +69,14 @@ def main() -> int:
         parser.error("name the baseline commit")
     import requests
 
+    baseline = subprocess.run(
+        ["git", "rev-parse", "--short", args.baseline], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="uhp-versus-") as scratch:
         worktree = Path(scratch) / "baseline"
-        subprocess.run(["git", "worktree", "add", "--detach", str(worktree), args.baseline], cwd=ROOT, check=True,
+        subprocess.run(["git", "worktree", "add", "--detach", str(worktree), baseline], cwd=ROOT, check=True,
                        capture_output=True)
-        trees = {f"baseline ({args.baseline})": worktree, "this checkout": ROOT}
+        trees = {f"baseline ({baseline})": worktree, "this checkout": ROOT}
         servers = {
             name: subprocess.Popen(
                 [sys.executable, __file__, "--serve", str(tree), "--size", str(args.size)],
@@ -121,7 +124,7 @@ def main() -> int:
     run: dict[str, Any] = {
         "size": args.size,
         "at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"),
-        "baseline": args.baseline,
+        "baseline": baseline,
         "commit": locomo._commit(),
         "searches": args.searches,
     }
