@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -87,16 +87,17 @@ class MemoryService:
         )
 
     def neighbours(
-        self, access: AccessView, memory: Memory
+        self, access: AccessView, memory: Memory, children: Sequence[Memory] | None = None
     ) -> tuple[MemorySummary | None, builtins.list[MemorySummary]]:
         """The parent (when the caller may see it) and the visible direct children: where a reader
-        can go from here (§6.1)."""
+        can go from here (§6.1). `children`: the memory's children as just read, if the caller has
+        them (all of them: the visible ones are chosen here)."""
         parent = None
         if memory.parent_id and access.can_see(memory.parent_id):
             parent_memory = access.memory(memory.parent_id)
             parent = self.summary(access, parent_memory) if parent_memory else None
-        children = [self.summary(access, child) for child in self._visible_children(access, memory.id)]
-        return parent, children
+        below = self._visible_children(access, memory.id, children)
+        return parent, [self.summary(access, child) for child in below]
 
     def list(
         self,
@@ -133,8 +134,11 @@ class MemoryService:
             next_cursor = cursors.encode(kind, [last.created_at, last.id])
         return Page([self.view(access, m) for m in page], next_cursor)
 
-    def _visible_children(self, access: AccessView, memory_id: str) -> builtins.list[Memory]:
-        children = self._ports.memories.children(access.caller.tenant, memory_id)
+    def _visible_children(
+        self, access: AccessView, memory_id: str, children: Sequence[Memory] | None = None
+    ) -> builtins.list[Memory]:
+        if children is None:
+            children = self._ports.memories.children(access.caller.tenant, memory_id)
         return [child for child in children if not child.deleting and access.can_see(child.id)]
 
     def _visible_descendants(self, access: AccessView, memory_id: str) -> builtins.list[Memory]:

@@ -190,8 +190,9 @@ class RecallService:
             raise MemoryUnavailable("the search index of this provider is not connected")
         # Searched while the query was embedded: this memory and the descendants `depth` reaches,
         # and where a reader can go from here.
-        searched = self._memories_to_search(access, memory, depth)
-        parent, children = self._memories.neighbours(access, memory)
+        below = self._ports.memories.children(caller.tenant, memory.id)  # read once, for both
+        searched = self._memories_to_search(access, memory, depth, below)
+        parent, children = self._memories.neighbours(access, memory, below)
         # Embedded once, the query serves every memory the recall searches (depth).
         searched_for = request
         try:
@@ -247,14 +248,18 @@ class RecallService:
             ),
         )
 
-    def _memories_to_search(self, access: AccessView, memory: Memory, depth: int) -> list[Memory]:
-        """This memory, then its readable descendants level by level down to `depth`."""
+    def _memories_to_search(
+        self, access: AccessView, memory: Memory, depth: int, children: Sequence[Memory]
+    ) -> list[Memory]:
+        """This memory, then its readable descendants level by level down to `depth` (`children`:
+        the memory's own, already read)."""
         found = [memory]
         frontier = [memory]
         for _ in range(depth):
             next_level: list[Memory] = []
             for node in frontier:
-                for child in self._ports.memories.children(access.caller.tenant, node.id):
+                below = children if node is memory else self._ports.memories.children(access.caller.tenant, node.id)
+                for child in below:
                     if not child.deleting and "read" in access.privileges(child.id):
                         next_level.append(child)
             found.extend(next_level)
