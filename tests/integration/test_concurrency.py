@@ -5,18 +5,30 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from typing import Any, TypeVar
 
+import pytest
 import requests
 
-from tests.integration.conftest import Client, error_code
+from tests.integration.conftest import Client, ClientFactory, error_code
 
 THREADS = 8
 T = TypeVar("T")
+
+
+@pytest.fixture(autouse=True)
+def threads_switch_often() -> Iterator[None]:
+    """Interleave the gateway's request threads at every chance (CPython hands the GIL over every
+    5 ms by default): a race these tests look for then shows in every run, not in one of fifty."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    yield
+    sys.setswitchinterval(before)
 
 
 def fresh_session(client: Client) -> Client:
@@ -296,3 +308,20 @@ def test_racing_requests_with_one_idempotency_key_write_once(alice: Client) -> N
     again = alice.post(path(memory["id"]), body, headers={"Idempotency-Key": key})
     assert again.status_code == 201
     assert again.json() == done[0].json()
+
+
+def test_concurrent_callers_each_act_as_themselves(alice: Client, make_client: ClientFactory) -> None:
+    """Every function runs in the local gateway's one process: a request must never read the event,
+    and so the caller, of another request resolved at the same time."""
+    other = make_client("user:mallory", tenant_name="t-" + secrets.token_hex(6))
+    mine, theirs = alice.create_memory("alice's")["id"], other.create_memory("mallory's")["id"]
+
+    def listing(client: Client) -> list[str]:
+        answers = [client.get("/v1/memories") for _ in range(4)]
+        assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+        return sorted({m["id"] for a in answers for m in a.json()["data"]})
+
+    half = THREADS // 2  # alice's listings and mallory's, all released at once
+    seen = race(alice, [listing] * half + [lambda _: listing(fresh_session(other))] * half)
+    assert seen[:half] == [[mine]] * half
+    assert seen[half:] == [[theirs]] * half

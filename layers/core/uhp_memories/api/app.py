@@ -39,8 +39,67 @@ IDEMPOTENCY_KEY_PATH = (
 )
 
 
+class Resolver(APIGatewayRestResolver):
+    """Powertools' resolver for a process that resolves several requests at once: the local gateway
+    runs every function in one process, on a thread per request. Powertools keeps the request being
+    resolved on the class (the event, the Lambda context) and on the app (the matched route and its
+    arguments), which is right in Lambda (one request per environment) and, in one process, lets a
+    request read another's event: its caller, its route. Here each thread keeps its own, and every
+    route's middleware stack is built once, before the first request uses it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._per_thread = threading.local()
+        self._stacks_lock = threading.Lock()
+        self._stacks_built = False
+        super().__init__(**kwargs)
+
+    @property  # type: ignore[override]
+    def current_event(self) -> Any:
+        return self._per_thread.event
+
+    @current_event.setter
+    def current_event(self, event: Any) -> None:
+        self._per_thread.event = event
+
+    @property  # type: ignore[override]
+    def lambda_context(self) -> Any:
+        return self._per_thread.lambda_context
+
+    @lambda_context.setter
+    def lambda_context(self, context: Any) -> None:
+        self._per_thread.lambda_context = context
+
+    @property  # type: ignore[override]
+    def context(self) -> dict:
+        if not hasattr(self._per_thread, "context"):
+            self._per_thread.context = {}
+        return self._per_thread.context  # type: ignore[no-any-return]
+
+    @context.setter
+    def context(self, value: dict) -> None:
+        self._per_thread.context = value
+
+    def resolve(self, event: Any, context: Any) -> dict[str, Any]:
+        self._build_stacks()
+        self.current_event = self._to_proxy_event(dict(event))
+        self.lambda_context = context
+        return super().resolve(event, context)
+
+    def _build_stacks(self) -> None:
+        """Build each route's middleware stack now, once: built lazily by two requests at once, a
+        stack can come out wrapped twice."""
+        if self._stacks_built:
+            return
+        with self._stacks_lock:
+            if not self._stacks_built:
+                for route in self._static_routes + self._dynamic_routes:
+                    if not route._middleware_stack_built:
+                        route._build_middleware_stack(router_middlewares=self._router_middlewares, app=self)
+                self._stacks_built = True
+
+
 def make_resolver() -> APIGatewayRestResolver:
-    app = APIGatewayRestResolver(enable_validation=True)
+    app = Resolver(enable_validation=True)
 
     @app.exception_handler(DomainError)
     def handle_domain_error(error: DomainError) -> Response:
@@ -120,6 +179,7 @@ def make_handler(app: APIGatewayRestResolver) -> Callable[[dict[str, Any], Any],
     """The Lambda entry point for one function: plain resolution, or idempotent resolution when a
     write carries an Idempotency-Key."""
     idempotent_resolvers: dict[int, Callable[[dict[str, Any], Any], dict[str, Any]]] = {}
+    building = threading.Lock()
     # The answer the request on this thread produced, for when the store cannot keep it.
     produced = threading.local()
 
@@ -133,18 +193,22 @@ def make_handler(app: APIGatewayRestResolver) -> Callable[[dict[str, Any], Any],
     def idempotent_resolver() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
         container = bootstrap.container()
         key = id(container)
-        if key not in idempotent_resolvers:
-            store = PackedDynamoDBPersistenceLayer(
-                table_name=container.settings.idempotency_table_name, boto3_client=container.dynamodb
-            )
-            config = IdempotencyConfig(
-                event_key_jmespath=IDEMPOTENCY_KEY_PATH,
-                payload_validation_jmespath="body",
-                expires_after_seconds=container.settings.idempotency_seconds,
-            )
-            idempotent_resolvers.clear()
-            idempotent_resolvers[key] = idempotent(persistence_store=store, config=config)(resolve_or_raise)
-        return idempotent_resolvers[key]
+        with building:  # the local gateway resolves requests on several threads at once
+            if key not in idempotent_resolvers:
+                store = PackedDynamoDBPersistenceLayer(
+                    table_name=container.settings.idempotency_table_name, boto3_client=container.dynamodb
+                )
+                config = IdempotencyConfig(
+                    event_key_jmespath=IDEMPOTENCY_KEY_PATH,
+                    payload_validation_jmespath="body",
+                    expires_after_seconds=container.settings.idempotency_seconds,
+                )
+                # Configured now, once: Powertools configures a store on each call, marking it done
+                # before it is, so a second request at the same time found no key expression.
+                store.configure(config, f"{resolve_or_raise.__module__}.{resolve_or_raise.__qualname__}")
+                idempotent_resolvers.clear()
+                idempotent_resolvers[key] = idempotent(persistence_store=store, config=config)(resolve_or_raise)
+            return idempotent_resolvers[key]
 
     def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         event = _normalize_event(event)
