@@ -39,6 +39,27 @@ IDEMPOTENCY_KEY_PATH = (
 )
 
 
+class _PerThread:
+    """An attribute of which each thread sees its own value (`initial()` until it sets one)."""
+
+    def __init__(self, initial: Callable[[], Any] | None = None) -> None:
+        self._initial = initial
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        values = instance._per_thread
+        if not hasattr(values, self._name) and self._initial is not None:
+            setattr(values, self._name, self._initial())
+        return getattr(values, self._name)
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        setattr(instance._per_thread, self._name, value)
+
+
 class Resolver(APIGatewayRestResolver):
     """Powertools' resolver for a process that resolves several requests at once: the local gateway
     runs every function in one process, on a thread per request. Powertools keeps the request being
@@ -53,31 +74,9 @@ class Resolver(APIGatewayRestResolver):
         self._stacks_built = False
         super().__init__(**kwargs)
 
-    @property  # type: ignore[override]
-    def current_event(self) -> Any:
-        return self._per_thread.event
-
-    @current_event.setter
-    def current_event(self, event: Any) -> None:
-        self._per_thread.event = event
-
-    @property  # type: ignore[override]
-    def lambda_context(self) -> Any:
-        return self._per_thread.lambda_context
-
-    @lambda_context.setter
-    def lambda_context(self, context: Any) -> None:
-        self._per_thread.lambda_context = context
-
-    @property  # type: ignore[override]
-    def context(self) -> dict:
-        if not hasattr(self._per_thread, "context"):
-            self._per_thread.context = {}
-        return self._per_thread.context  # type: ignore[no-any-return]
-
-    @context.setter
-    def context(self, value: dict) -> None:
-        self._per_thread.context = value
+    current_event = _PerThread()  # type: ignore[assignment]
+    lambda_context = _PerThread()  # type: ignore[assignment]
+    context = _PerThread(dict)  # type: ignore[assignment]
 
     def resolve(self, event: Any, context: Any) -> dict[str, Any]:
         self._build_stacks()
