@@ -80,9 +80,13 @@ class Resolver(APIGatewayRestResolver):
 
     def resolve(self, event: Any, context: Any) -> dict[str, Any]:
         self._build_stacks()
-        self.current_event = self._to_proxy_event(dict(event))
         self.lambda_context = context
         return super().resolve(event, context)
+
+    def _to_proxy_event(self, event: dict) -> Any:
+        # resolve() puts what this returns on the class, shared by every thread: kept per thread too.
+        self.current_event = super()._to_proxy_event(event)
+        return self.current_event
 
     def _build_stacks(self) -> None:
         """Build each route's middleware stack now, once: built lazily by two requests at once, a

@@ -64,6 +64,7 @@ from uhp_memories.search.predicates import (
 )
 
 SCHEMA_VERSION = "1"
+# BM25 of a query + text request runs on these while the request's vectors are scored (_signals).
 _TEXT_LEGS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="bm25")
 # A word found in more documents of a memory than this is common: it adds to the BM25 score of the
 # documents that match a rarer word of the same query, and finds no document on its own (as

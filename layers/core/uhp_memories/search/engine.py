@@ -28,9 +28,9 @@ TextOf = Callable[[RecordVersion], str]
 # GIL, so the two overlap.
 _EMBEDDING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed-query")
 # The model's thread needs the GIL back after each native call; at CPython's default 5 ms interval
-# it waits that long for the request thread to hand it over, and the overlap gains nothing (measured
-# in bench/recall_locomo.py). 1 ms makes the handover prompt; the process is a recall function or
-# the local gateway, both ours.
+# it waits that long for the request thread to hand it over, and the overlap gains nothing (measured:
+# docs/benchmarks.md, "Latency targets"). 1 ms makes the handover prompt; the process is a recall
+# function or the local gateway, both ours.
 _SWITCH_INTERVAL_S = 0.001
 
 
