@@ -199,3 +199,14 @@ def test_batch_reads_answer_as_moto_does_up_to_the_16_mb_limit(dynamodb: Any, mo
     assert fast["Responses"] == slow["Responses"]
     assert fast["UnprocessedKeys"] == slow["UnprocessedKeys"]
     assert 0 < len(fast["Responses"][TABLE]) < len(keys)
+
+
+def test_each_response_class_is_listed_once_and_as_moto_lists_it(dynamodb: Any) -> None:
+    import moto.core.responses as responses
+    from moto.dynamodb.responses import DynamoHandler
+
+    listed = responses.method_names_from_class(DynamoHandler)
+    assert listed == responses.method_names_from_class.__wrapped__(DynamoHandler)  # type: ignore[attr-defined]
+    assert "batch_get_item" in listed and "query" in listed
+    assert responses.method_names_from_class(DynamoHandler) is listed  # kept, not listed again
+    assert dynamodb.describe_table(TableName=TABLE)["Table"]["TableName"] == TABLE  # and calls still dispatch
