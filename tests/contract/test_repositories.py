@@ -311,6 +311,25 @@ def test_grants_of_finds_every_grant_of_any_of_the_principals(repos: Repositorie
     assert repos.memories.grants_of(ACME, []) == []
 
 
+def test_get_with_grants_reads_the_memory_and_every_grant_on_it_and_nothing_else(repos: Repositories) -> None:
+    a = add(repos, 1)
+    b = add(repos, 2, parent=1)
+    on_a = grant(1, a.id, "group:sales", privileges=("read", "write"), created_at=30)
+    on_b = grant(2, b.id, "user:bob", created_at=40)
+    for g in (on_a, on_b):
+        repos.memories.put_grant(g)
+    # Items of every other kind in the memory's partition: a record, a snapshot.
+    repos.records.append_first(first(1, a.id, 10))
+    repos.records.put_snapshot(Snapshot(ACME, a.id, "hsnp_" + "1" * 32, "v1", "m", at(20), "user:alice"))
+
+    assert repos.memories.get_with_grants(ACME, a.id) == (repos.memories.get(ACME, a.id), [creator_grant(a), on_a])
+    assert repos.memories.get_with_grants(ACME, b.id) == (b, [creator_grant(b), on_b])
+    assert repos.memories.get_with_grants(GLOBEX, a.id) == (None, [])  # never another tenant's
+    assert repos.memories.get_with_grants(ACME, mid(99)) == (None, [])
+    repos.memories.mark_deleting(ACME, [b.id])
+    assert repos.memories.get_with_grants(ACME, b.id) == (b.evolve(deleting=True), [creator_grant(b), on_b])
+
+
 @pytest.mark.parametrize("fate", ["deleting", "missing"])
 def test_put_grant_on_a_memory_going_or_gone_raises_tree_changed(repos: Repositories, fate: str) -> None:
     if fate == "deleting":

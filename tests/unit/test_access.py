@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.conftest import World, caller
-from uhp_memories.domain.access import direct_privileges, effective_privileges, ordered
+from uhp_memories.domain.access import AccessView, direct_privileges, effective_privileges, ordered
 from uhp_memories.domain.errors import GrantNotFound, MemoryForbidden, MemoryInvalid, MemoryNotFound
 from uhp_memories.domain.models import PRIVILEGES, Grant, Memory
 from uhp_memories.domain.records import RecordInput
@@ -80,6 +80,38 @@ def test_direct_privileges_merge_every_grant_on_a_node() -> None:
     ]
     assert direct_privileges(grants) == {"m1": {"read", "write"}, "m2": {"delete"}}
     assert ordered({"delete", "read", "create"}) == ["read", "create", "delete"]
+
+
+
+def test_a_view_reads_each_memory_once_with_its_grants_and_all_grants_only_for_entry_points() -> None:
+    root, child, walled = node("root", None), node("child", "root"), node("walled", "root", restricted=True)
+    on = {
+        "root": [Grant("acme", "g1", "root", "group:sales", ("read",), 1, "user:x"),
+                 Grant("acme", "g2", "root", "user:bob", ("delete",), 1, "user:x"),
+                 Grant("globex", "g3", "root", "user:carol", ("write",), 1, "user:x")],
+        "child": [Grant("acme", "g4", "child", "user:carol", ("write",), 1, "user:x")],
+        "walled": [],
+    }
+    reads: list[str] = []
+
+    def load(memory_id: str):
+        reads.append(memory_id)
+        found = {m.id: m for m in (root, child, walled)}.get(memory_id)
+        return found, on.get(memory_id, [])
+
+    def everywhere():
+        reads.append("all grants")
+        return [g for grants in on.values() for g in grants if g.principal in CAROL_IN_SALES.principal_ids]
+
+    view = AccessView(CAROL_IN_SALES, load, everywhere)
+    # Her group's grant on the root, her own on the child; bob's grant and another tenant's are not hers.
+    assert view.privileges("child") == {"read", "write"}
+    assert view.privileges("root") == {"read"}
+    assert view.privileges("walled") == frozenset()  # restricted: the root's grants stop above it
+    assert view.privileges("nowhere") == frozenset()
+    assert reads == ["child", "root", "walled", "nowhere"]  # each once, no read of all her grants
+    assert view.granted_memory_ids == ["child", "root"]
+    assert reads[-1] == "all grants"
 
 
 # -- through the services ------------------------------------------------------------------------

@@ -452,3 +452,12 @@ def test_a_reader_cannot_change_a_memory_even_by_a_no_op_update(world: World) ->
     with contextlib.suppress(MemoryForbidden):
         world.memories.update(BOB, root.id, {"restricted": False, "parent_id": None})
     assert world.memories.get(ALICE, root.id).memory.updated_at == root.updated_at
+
+
+def test_an_update_is_answered_with_the_callers_own_grants_on_the_memory_and_those_it_inherits(world: World) -> None:
+    tree = make_tree(world)
+    world.grants.create(ALICE, tree["sales"], "user:bob", ["read"])
+    world.grants.create(ALICE, tree["acme"], "user:bob", ["write"])
+    answer = world.memories.update(BOB, tree["acme"], {"name": "Acme Corp"})
+    assert answer.memory.name == "Acme Corp"
+    assert answer.privileges == ["read", "write"]

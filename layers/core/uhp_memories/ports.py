@@ -27,6 +27,10 @@ class MemoryRepository(Protocol):
         """A memory, including one being deleted (callers check `deleting`)."""
         ...
 
+    def get_with_grants(self, tenant: str, memory_id: str) -> tuple[Memory | None, list[Grant]]:
+        """The memory (None if it does not exist) and every grant on it, in one strongly consistent read."""
+        ...
+
     def children(self, tenant: str, parent_id: str) -> list[Memory]:
         """The direct children of a memory, oldest first."""
         ...

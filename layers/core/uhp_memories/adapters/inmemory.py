@@ -20,6 +20,10 @@ class InMemoryMemoryRepository:
     def get(self, tenant: str, memory_id: str) -> Memory | None:
         return self.memories.get((tenant, memory_id))
 
+    def get_with_grants(self, tenant: str, memory_id: str) -> tuple[Memory | None, list[Grant]]:
+        memory = self.memories.get((tenant, memory_id))
+        return memory, self.grants_on(tenant, memory_id) if memory is not None else []
+
     def children(self, tenant: str, parent_id: str) -> list[Memory]:
         found = [m for (t, _), m in self.memories.items() if t == tenant and m.parent_id == parent_id]
         return sorted(found, key=lambda m: (m.created_at, m.id))

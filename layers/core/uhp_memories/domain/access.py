@@ -1,24 +1,30 @@
 """Effective privileges: the union of a principal's grants over the ancestor chain, cut by `restricted`.
 
-Pure rules over loaded data. `AccessView` is built once per request: it loads the caller's grants in
-one read and memoizes every memory it touches, so a request walks each chain once.
+Pure rules over loaded data. `AccessView` is built once per request and memoizes every memory it
+touches, so a request walks each chain once. A memory is read with the grants on it (one query of its
+partition), and the caller's privileges on a chain come from the grants on the nodes of that chain:
+no read of all the caller's grants, which grow with every memory it holds (only listing the entry
+points needs those).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from uhp_memories.domain.errors import MemoryForbidden, MemoryNotFound
 from uhp_memories.domain.models import PRIVILEGES, Caller, Grant, Memory
 
 MemoryLoader = Callable[[str], Memory | None]
+# A memory (None if it does not exist) and every grant on it, read together.
+MemoryAndGrantsLoader = Callable[[str], tuple[Memory | None, Sequence[Grant]]]
 
 
 def effective_privileges(
     memory_id: str, load: MemoryLoader, direct: Mapping[str, frozenset[str]]
 ) -> frozenset[str]:
     """Union of direct grants on the memory and its ancestors, up to and including the nearest
-    restricted node (its own grants still apply; those above it do not)."""
+    restricted node (its own grants still apply; those above it do not). `direct` is read for each
+    node after `load` returned it (AccessView's loader fills it as it reads)."""
     privileges: set[str] = set()
     node = load(memory_id)
     seen: set[str] = set()
@@ -46,26 +52,40 @@ def ordered(privileges: Iterable[str]) -> list[str]:
 class AccessView:
     """What one caller may see and do, computed lazily for one request."""
 
-    def __init__(self, caller: Caller, load: MemoryLoader, caller_grants: Iterable[Grant]) -> None:
+    def __init__(
+        self, caller: Caller, load: MemoryAndGrantsLoader, caller_grants: Callable[[], Iterable[Grant]]
+    ) -> None:
         self.caller = caller
         self._load = load
+        self._caller_grants = caller_grants  # everywhere: read only to list entry points
+        self._principals = frozenset(caller.principal_ids)
         self._cache: dict[str, Memory | None] = {}
-        self._direct = direct_privileges(g for g in caller_grants if g.tenant == caller.tenant)
+        self._direct: dict[str, frozenset[str]] = {}  # the caller's own grants on each memory read
         self._privileges: dict[str, frozenset[str]] = {}
 
     @property
     def granted_memory_ids(self) -> list[str]:
-        return sorted(self._direct)
+        """The memories the caller holds a grant on (one read of all its grants)."""
+        return sorted({g.memory_id for g in self._caller_grants() if g.tenant == self.caller.tenant})
 
     def memory(self, memory_id: str) -> Memory | None:
         """A live memory (one being deleted is already gone for every reader)."""
         if memory_id not in self._cache:
-            found = self._load(memory_id)
+            found, grants = self._load(memory_id)
+            self._direct[memory_id] = self._mine(memory_id, grants)
             self._cache[memory_id] = found if found is not None and not found.deleting else None
         return self._cache[memory_id]
 
+    def _mine(self, memory_id: str, grants: Iterable[Grant]) -> frozenset[str]:
+        """The caller's own privileges among the grants on a memory (its principal's and its groups')."""
+        mine = (g for g in grants if g.tenant == self.caller.tenant and g.principal in self._principals)
+        return direct_privileges(mine).get(memory_id, frozenset())
+
     def remember(self, memory: Memory) -> None:
-        """Record a memory this request just wrote, so later checks see the new state."""
+        """Record a memory this request just wrote, so later checks see the new state (with the grants
+        on it, read if this view has not read them yet)."""
+        if memory.id not in self._direct:
+            self._direct[memory.id] = self._mine(memory.id, self._load(memory.id)[1])
         self._cache[memory.id] = memory
         self._privileges.clear()
 

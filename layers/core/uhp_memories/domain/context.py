@@ -17,10 +17,10 @@ class Ports:
     ids: IdGenerator
 
     def access(self, caller: Caller) -> AccessView:
-        """One caller's view for one request: its grants are read once, in one query per principal."""
+        """One caller's view for one request: each memory it touches is read once, with its grants."""
         tenant = caller.tenant
         return AccessView(
             caller,
-            lambda memory_id: self.memories.get(tenant, memory_id),
-            self.memories.grants_of(tenant, caller.principal_ids),
+            lambda memory_id: self.memories.get_with_grants(tenant, memory_id),
+            lambda: self.memories.grants_of(tenant, caller.principal_ids),
         )

@@ -18,8 +18,13 @@ def children_sk(created_at: int, memory_id: str) -> str:
     return f"{created_at:015d}#{memory_id}"
 
 
+# A memory's grants sort just before its META item: one query reads the memory with its grants
+# (memories.get_with_grants). No other item of a memory's partition may sort between "G#" and "META".
+GRANT_SK_PREFIX = "G#"
+
+
 def grant_sk(grant_id: str) -> str:
-    return f"G#{grant_id}"
+    return f"{GRANT_SK_PREFIX}{grant_id}"
 
 
 def principal_pk(tenant: str, principal: str) -> str:

@@ -20,6 +20,26 @@ class DynamoMemoryRepository:
         item = self._table.get(keys.memory_pk(tenant, memory_id), keys.META_SK)
         return memory_from(item) if item and item.get("tenant") == tenant else None
 
+    def get_with_grants(self, tenant: str, memory_id: str) -> tuple[Memory | None, list[Grant]]:
+        """One query of the memory's partition: its grants (G#...) sort just before its META item, and
+        no other kind of item sorts between them (keys.py); anything else is left out all the same."""
+        items = self._table.query(
+            "PK = :pk AND SK BETWEEN :grants AND :meta",
+            {":pk": keys.memory_pk(tenant, memory_id), ":grants": keys.GRANT_SK_PREFIX, ":meta": keys.META_SK},
+        )
+        memory: Memory | None = None
+        grants: list[Grant] = []
+        for item in items:
+            if item.get("tenant") != tenant:
+                continue
+            if item["SK"] == keys.META_SK:
+                memory = memory_from(item)
+            elif item["SK"].startswith(keys.GRANT_SK_PREFIX):
+                grants.append(grant_from(item))
+        if memory is None:
+            return None, []  # grants left by a memory purged halfway grant nothing
+        return memory, sorted(grants, key=lambda g: (g.created_at, g.id))
+
     def children(self, tenant: str, parent_id: str) -> list[Memory]:
         items = self._table.query(
             "GSI1PK = :pk", {":pk": keys.children_pk(tenant, parent_id)}, index=CHILDREN_INDEX.name
@@ -99,7 +119,7 @@ class DynamoMemoryRepository:
 
     def grants_on(self, tenant: str, memory_id: str) -> list[Grant]:
         items = self._table.query(
-            "PK = :pk AND begins_with(SK, :g)", {":pk": keys.memory_pk(tenant, memory_id), ":g": "G#"}
+            "PK = :pk AND begins_with(SK, :g)", {":pk": keys.memory_pk(tenant, memory_id), ":g": keys.GRANT_SK_PREFIX}
         )
         grants = [grant_from(item) for item in items]
         return sorted(grants, key=lambda g: (g.created_at, g.id))
