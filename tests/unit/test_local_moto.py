@@ -70,12 +70,31 @@ def query_all(client: Any, **kwargs: Any) -> list[dict[str, Any]]:
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
+SORT_KEY_CONDITIONS = [
+    ("SK BETWEEN :a AND :b", {":a": "k1", ":b": "k4"}, lambda sk: "k1" <= sk <= "k4"),
+    ("begins_with(SK, :a)", {":a": "k1"}, lambda sk: sk.startswith("k1")),
+    ("SK = :a", {":a": "k3"}, lambda sk: sk == "k3"),
+    ("SK < :a", {":a": "k2"}, lambda sk: sk < "k2"),
+    ("SK <= :a", {":a": "k2"}, lambda sk: sk <= "k2"),
+    ("SK > :a", {":a": "k7"}, lambda sk: sk > "k7"),
+    ("SK >= :a", {":a": "k7"}, lambda sk: sk >= "k7"),
+]
+
+
 def check_queries(client: Any) -> None:
     items = every_item(client)
     for pk in ("p0", "p1", "p2", "p9"):
         got = query_all(client, KeyConditionExpression="PK = :v", ExpressionAttributeValues={":v": {"S": pk}}, Limit=3)
         want = sorted((i for i in items if i["PK"]["S"] == pk), key=lambda i: i["SK"]["S"])
         assert got == want
+        # Sort key conditions, read from the partition's sort keys kept in order.
+        for condition, values, keep in SORT_KEY_CONDITIONS:
+            for forward in (True, False):
+                got = query_all(
+                    client, KeyConditionExpression=f"PK = :v AND {condition}", ScanIndexForward=forward, Limit=2,
+                    ExpressionAttributeValues={":v": {"S": pk}, **{k: {"S": v} for k, v in values.items()}},
+                )
+                assert got == [i for i in (want if forward else want[::-1]) if keep(i["SK"]["S"])]
     for g in ("g0", "g1", "g2", "g9"):
         for forward in (True, False):
             got = query_all(
