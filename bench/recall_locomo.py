@@ -221,6 +221,19 @@ def ingest(api: Api, memory_id: str, turns: Sequence[Turn], copy: int | None = N
     return ids
 
 
+def ingest_cycled(api: Api, memory_id: str, turns: Sequence[Turn], size: int, progress: bool = False) -> None:
+    """`size` records in one memory: the turns observed again and again (each pass marked by its
+    `copy` attribute) until there are that many."""
+    start, written, copy = time.perf_counter(), 0, 0
+    while written < size:
+        chunk = turns[: size - written]
+        ingest(api, memory_id, chunk, copy=copy)
+        written += len(chunk)
+        copy += 1
+        if progress:
+            print(f"  {written:,} records, {written / (time.perf_counter() - start):.0f} records/s", flush=True)
+
+
 # -- measures ----------------------------------------------------------------------------------
 
 
@@ -397,16 +410,8 @@ def scale(size: int, data_path: Path, searches: int) -> dict[str, Any]:
         api = local.api
         memory_id = api.create_memory(f"scale-{size}", f"{size} LoCoMo turns, cycled")
         start = time.perf_counter()
-        written, copy, mark = 0, 0, time.perf_counter()
-        while written < size:
-            chunk = every[: size - written]
-            ingest(api, memory_id, chunk, copy=copy)
-            written += len(chunk)
-            copy += 1
-            now = time.perf_counter()
-            print(f"  {written:,} records, {written / (now - start):.0f} records/s", flush=True)
-            mark = now
-        elapsed = mark - start
+        ingest_cycled(api, memory_id, every, size, progress=True)
+        elapsed = time.perf_counter() - start
         results["ingest"] = {
             "records": size,
             "seconds": elapsed,

@@ -42,12 +42,7 @@ def serve(tree: Path, size: int) -> None:
     every = [t for c in locomo.load_locomo(locomo.DEFAULT_DATA) for t in c.turns]
     with locomo.local_server() as local:
         memory_id = local.api.create_memory("versus", f"{size} LoCoMo turns, cycled")
-        written, copy = 0, 0
-        while written < size:
-            chunk = every[: size - written]
-            locomo.ingest(local.api, memory_id, chunk, copy=copy)
-            written += len(chunk)
-            copy += 1
+        locomo.ingest_cycled(local.api, memory_id, every, size)
         import uhp_memories
 
         code = str(Path(uhp_memories.__file__).resolve())
