@@ -344,6 +344,31 @@ def quality(data_path: Path) -> dict[str, Any]:
     return results
 
 
+def abstain_questions(conversations: Sequence[Conversation], index: int) -> list[tuple[str, str]]:
+    """The questions asked of conversation `index`'s memory to calibrate and measure abstain, with
+    their kind: its own (answerable, or adversarial: category 5), and a sixth of the other
+    conversations' answerable ones ("foreign": about people this memory never heard of)."""
+    conv = conversations[index]
+    own = [(("adversarial" if q.category == 5 else "answerable"), q.text) for q in conv.questions]
+    foreign = [
+        ("foreign", q.text)
+        for other in conversations
+        if other is not conv
+        for n, q in enumerate(other.questions)
+        if q.category != 5 and n % 6 == index % 6
+    ]
+    return own + foreign
+
+
+def threshold_by_rule(answerable: Sequence[float]) -> float:
+    """The rule the default follows: the highest threshold (0.01 steps) that abstains on at most 1% of
+    the answerable questions, given the best query similarity returned for each."""
+    return max(
+        (t / 100 for t in range(0, 100) if statistics.fmean(v < t / 100 for v in answerable) <= 0.01),
+        default=0.0,
+    )
+
+
 def abstain_and_latency(
     local: Local,
     memories: list[tuple[Conversation, str, dict[str, str]]],
@@ -361,16 +386,8 @@ def abstain_and_latency(
     best: dict[str, list[float]] = {"answerable": [], "adversarial": [], "foreign": []}
     asks = [("default", lambda q: {"query": q, "text": q}), ("default, query only", lambda q: {"query": q}),
             ("default, text only", lambda q: {"text": q})]
-    for index, (conv, memory_id, _) in enumerate(memories):
-        own = [(("adversarial" if q.category == 5 else "answerable"), q.text) for q in conv.questions]
-        foreign = [
-            ("foreign", q.text)
-            for other in conversations
-            if other is not conv
-            for n, q in enumerate(other.questions)
-            if q.category != 5 and n % 6 == index % 6
-        ]
-        for kind, text in own + foreign:
+    for index, (_, memory_id, _) in enumerate(memories):  # in the order of `conversations`
+        for kind, text in abstain_questions(conversations, index):
             for name, body in asks:
                 answer = api.recall(memory_id, body(text), timer="latency:" + name)
                 abstained.setdefault(name, {}).setdefault(kind, []).append(bool(answer["abstain"]))
@@ -384,12 +401,7 @@ def abstain_and_latency(
         f"{t:.3f}": {kind: statistics.fmean(v < t for v in values) for kind, values in best.items()}
         for t in THRESHOLDS
     }
-    # The rule the default follows: the highest threshold (0.01 steps) that abstains on at most 1% of
-    # the answerable questions.
-    chosen = max(
-        (t / 100 for t in range(0, 100) if statistics.fmean(v < t / 100 for v in best["answerable"]) <= 0.01),
-        default=0.0,
-    )
+    chosen = threshold_by_rule(best["answerable"])
     calibration = {
         "threshold": policy.threshold(local.engine.model_id),
         "rule": "highest threshold abstaining on <= 1% of answerable questions",

@@ -93,12 +93,27 @@ class EmbeddingsConfig(_Strict):
 
     model_id: str = Field(default="amazon.titan-embed-text-v2:0", min_length=3, max_length=200)
     dimensions: int = Field(default=1024, ge=1, le=8192)
+    abstain_similarity: float | None = Field(
+        default=None,
+        ge=-1,
+        le=1,
+        description="recall abstains below this best cosine similarity of a query; calibrate it for the model "
+        "with bench/calibrate_abstain.py (unset: the value calibrated in code, 0.30 for a model not calibrated)",
+    )
 
     @model_validator(mode="after")
     def _dimensions_fit_model(self) -> EmbeddingsConfig:
         if self.model_id.startswith("amazon.titan-embed-text-v2") and self.dimensions not in TITAN_V2_DIMENSIONS:
             raise ValueError(f"Titan Text Embeddings v2 produces {TITAN_V2_DIMENSIONS} dimensions")
         return self
+
+    def environment(self) -> dict[str, str]:
+        """What every function that opens the index reads (uhp_memories.settings): the model, since the
+        index never mixes models, and the abstain threshold calibrated for it, when set."""
+        environment = {"UHP_EMBEDDING_MODEL_ID": self.model_id, "UHP_EMBEDDING_DIMENSIONS": str(self.dimensions)}
+        if self.abstain_similarity is not None:
+            environment["UHP_ABSTAIN_SIMILARITY"] = str(self.abstain_similarity)
+        return environment
 
 
 class ApiConfig(_Strict):

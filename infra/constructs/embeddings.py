@@ -1,5 +1,6 @@
 """Bedrock embeddings: invoke permission on the one configured foundation model, and the settings the
-functions read to call it (model id and dimensions, so the index never mixes models)."""
+functions read to call it (model id and dimensions, so the index never mixes models; the abstain
+threshold calibrated for the model, when the stage sets one)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,7 @@ class Embeddings(Construct):
 
     @property
     def environment(self) -> dict[str, str]:
-        return {
-            "UHP_EMBEDDING_MODEL_ID": self.config.model_id,
-            "UHP_EMBEDDING_DIMENSIONS": str(self.config.dimensions),
-        }
+        return self.config.environment()
 
     def grant_invoke(self, function: ServiceFunction) -> None:
         function.allow(INVOKE_ACTIONS, [self.model_arn])

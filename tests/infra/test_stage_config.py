@@ -106,6 +106,18 @@ def test_the_settings_read_what_the_stack_sets(monkeypatch: pytest.MonkeyPatch) 
     ) == (True, 9, True, 14)
 
 
+def test_a_calibrated_abstain_threshold_reaches_recall(monkeypatch: pytest.MonkeyPatch) -> None:
+    from uhp_memories.settings import Settings
+
+    assert "UHP_ABSTAIN_SIMILARITY" not in StageConfig(name="p").embeddings.environment()
+    calibrated = StageConfig.model_validate({"name": "p", "embeddings": {"abstain_similarity": 0.37}})
+    for name, value in calibrated.embeddings.environment().items():
+        monkeypatch.setenv(name, value)
+    assert Settings.from_env().abstain_similarity == 0.37
+    with pytest.raises(ValidationError):
+        StageConfig.model_validate({"name": "p", "embeddings": {"abstain_similarity": 1.5}})
+
+
 def test_the_recall_index_has_a_replica_where_a_second_node_can_hold_it() -> None:
     single = StageConfig.model_validate({"name": "s"})
     multi = StageConfig.model_validate({"name": "m", "search": {"instance_count": 2, "index_name": "uhp-recall-v2"}})

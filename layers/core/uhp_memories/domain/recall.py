@@ -119,7 +119,9 @@ class RecallAnswer:
 # The threshold calibrated for each embedding model on the LoCoMo dev set (bench/recall_locomo.py,
 # docs/benchmarks.md): the highest that abstains on at most 1% of answerable questions.
 CALIBRATED_SIMILARITY = {"sentence-transformers/all-MiniLM-L6-v2:onnx-int8-dynamic": 0.42}
-# A model not calibrated yet (Titan in AWS): the earlier placeholder, until it is measured.
+# A model not calibrated in code (Titan in AWS, which cannot be reached from where this is built): a
+# placeholder, until a stage sets the threshold bench/calibrate_abstain.py measures for its model
+# (cdk.json `embeddings.abstain_similarity`, read as UHP_ABSTAIN_SIMILARITY).
 UNCALIBRATED_SIMILARITY = 0.30
 
 
