@@ -89,12 +89,16 @@ def test_a_file_that_does_not_match_its_pinned_hash_is_refused(tmp_path: Path) -
         MiniLmEmbedder(tokenizer_path=tokenizer).load()
 
 
-def small_model(weights: np.ndarray, stored_as_int8: bool) -> tuple[bytes, np.ndarray]:
-    """y = x @ W, with W stored as the model file stores it (int8 and a scale per column), or as float."""
+def small_model(weights: np.ndarray, stored_as_int8: bool, scales: str = "column") -> tuple[bytes, np.ndarray]:
+    """y = x @ W, with W stored as the model file stores it (int8 and a scale per column; or one scale,
+    or one per row), or as float."""
     from onnx import TensorProto, helper, numpy_helper
 
-    scale = (np.abs(weights).max(axis=0) / 127).astype(np.float32)
+    axis = {"column": 0, "one": None, "row": 1}[scales]
+    scale = (np.abs(weights).max(axis=axis, keepdims=axis is not None) / 127).astype(np.float32)
     quantized = np.round(weights / scale).astype(np.int8)
+    if axis == 0:
+        scale = scale.reshape(-1)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, weights.shape[0]])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, weights.shape[1]])
     if stored_as_int8:
@@ -103,7 +107,8 @@ def small_model(weights: np.ndarray, stored_as_int8: bool) -> tuple[bytes, np.nd
             helper.make_node("Mul", ["w_f", "w_scale"], ["w"]),
             helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul"),
         ]
-        stored = [numpy_helper.from_array(quantized, "w_int8"), numpy_helper.from_array(scale[None, :], "w_scale")]
+        stored_scale = scale[None, :] if scales == "column" else scale
+        stored = [numpy_helper.from_array(quantized, "w_int8"), numpy_helper.from_array(stored_scale, "w_scale")]
     else:
         nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul")]
         stored = [numpy_helper.from_array(weights.astype(np.float32), "w")]
@@ -124,8 +129,13 @@ def test_int8_matrices_are_multiplied_as_int8_and_give_what_the_float_graph_give
     got = ort.InferenceSession(rewritten, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     want = x @ dequantized
     assert np.abs(got - want).max() < 0.05 * np.abs(want).max()  # activations quantized to 8 bits
+    one_scale, dequantized = small_model(rng.normal(size=(64, 32)), stored_as_int8=True, scales="one")
+    got = ort.InferenceSession(int8_matmuls(one_scale), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.abs(got - x @ dequantized).max() < 0.05 * np.abs(x @ dequantized).max()
     with pytest.raises(ModelFileError, match="no int8 weight"):
         int8_matmuls(small_model(rng.normal(size=(64, 32)), stored_as_int8=False)[0])
+    with pytest.raises(ModelFileError, match="no int8 weight"):  # a scale per row is not DynamicQuantizeMatMul's
+        int8_matmuls(small_model(rng.normal(size=(64, 32)), stored_as_int8=True, scales="row")[0])
 
 
 def test_the_int8_model_agrees_with_the_float_arithmetic_it_replaces(minilm: MiniLmEmbedder) -> None:

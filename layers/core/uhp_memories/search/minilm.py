@@ -163,7 +163,12 @@ def int8_matmuls(model: bytes) -> bytes:
         ):
             nodes.append(node)
             continue
-        scale = numpy_helper.to_array(stored[dequantized.input[1]]).astype(np.float32).reshape(-1)
+        columns = stored[cast.input[0]].dims[-1]
+        scale = numpy_helper.to_array(stored[dequantized.input[1]]).astype(np.float32)
+        if scale.shape not in ((), (1,), (columns,), (1, columns)):
+            nodes.append(node)  # not one scale per column (per row, say): leave that product as it is
+            continue
+        scale = scale.reshape(columns) if scale.size == columns else scale.reshape(())  # per column, or one
         scale_name, zero_name = node.name + "_b_scale", node.name + "_b_zero_point"
         zero = np.zeros_like(scale, dtype=np.int8)
         graph.initializer.extend([numpy_helper.from_array(scale, scale_name), numpy_helper.from_array(zero, zero_name)])
