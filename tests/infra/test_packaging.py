@@ -14,7 +14,7 @@ from infra.catalog import lambda_entries
 from infra.layout import REPO, Layout
 
 NO_IMAGE: Any = None  # local bundling never looks at the Docker image
-DEV_ONLY = ("moto", "numpy", "onnxruntime", "tokenizers", "pytest", "hypothesis", "requests")
+DEV_ONLY = ("moto", "numpy", "onnxruntime", "onnx", "tokenizers", "pytest", "hypothesis", "requests")
 
 
 def test_the_dependencies_layer_is_the_runtime_dependencies_and_nothing_dev() -> None:

@@ -12,7 +12,7 @@ from uhp_memories.api import openapi
 from uhp_memories.api.routes import FUNCTIONS, ROUTES
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY_OR_DEV_ONLY = ("moto", "numpy", "onnxruntime", "tokenizers", "pytest", "hypothesis", "requests")
+HEAVY_OR_DEV_ONLY = ("moto", "numpy", "onnxruntime", "onnx", "tokenizers", "pytest", "hypothesis", "requests")
 
 
 def test_committed_openapi_document_is_fresh() -> None:

@@ -398,7 +398,7 @@ def test_without_a_search_index_the_batch_is_skipped() -> None:
 def test_the_handler_stays_light_for_lambda() -> None:
     """The deployed indexer imports neither numpy nor onnxruntime nor anything dev-only, and only the
     engine's AWS adapters when it builds the engine."""
-    heavy = ("moto", "numpy", "onnxruntime", "tokenizers", "pytest", "hypothesis", "requests")
+    heavy = ("moto", "numpy", "onnxruntime", "onnx", "tokenizers", "pytest", "hypothesis", "requests")
     probe = (
         "import sys\n"
         "import functions.indexer.handler\n"
