@@ -56,6 +56,7 @@ def turn_versions(memory_id: str, turns: Sequence[locomo.Turn]) -> list[Any]:
 def calibrate(embedder: Any, conversations: Sequence[locomo.Conversation]) -> dict[str, Any]:
     """The threshold by the rule for this embedder, and the share of each kind of question it
     abstains on (answerable, adversarial, foreign: another conversation's)."""
+    from uhp_memories.domain.recall import best_similarity
     from uhp_memories.search.embedded import EmbeddedSearchIndex
     from uhp_memories.search.engine import RecallEngine
 
@@ -68,7 +69,7 @@ def calibrate(embedder: Any, conversations: Sequence[locomo.Conversation]) -> di
         engine.index_versions(turn_versions(memory_id, conversation.turns))
         for kind, text in locomo.abstain_questions(conversations, index):
             hits = engine.search(TENANT, memory_id, query=text, text=text, limit=10)
-            best[kind].append(max((float(h.signals.get("query", -1.0)) for h in hits), default=-1.0))
+            best[kind].append(best_similarity(hits))
     threshold = locomo.threshold_by_rule(best["answerable"])
     return {
         "model_id": embedder.model_id,

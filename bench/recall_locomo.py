@@ -378,7 +378,7 @@ def abstain_and_latency(
     """Ask every question with the default limit, as a caller would: abstain rates and latency. The
     best `query` similarity among the returned hits (what AbstainPolicy reads) is taken from the
     engine in process, for the trade-off curve of the threshold."""
-    from uhp_memories.domain.recall import AbstainPolicy
+    from uhp_memories.domain.recall import AbstainPolicy, best_similarity
 
     api = local.api
     policy = AbstainPolicy()
@@ -392,7 +392,7 @@ def abstain_and_latency(
                 answer = api.recall(memory_id, body(text), timer="latency:" + name)
                 abstained.setdefault(name, {}).setdefault(kind, []).append(bool(answer["abstain"]))
             hits = local.engine.search(TENANT, memory_id, query=text, text=text, limit=10)
-            best[kind].append(max((float(h.signals.get("query", -1.0)) for h in hits), default=-1.0))
+            best[kind].append(best_similarity(hits))
     rates = {
         name: {kind: {"rate": statistics.fmean(flags), "n": len(flags)} for kind, flags in by_kind.items()}
         for name, by_kind in abstained.items()

@@ -125,6 +125,12 @@ CALIBRATED_SIMILARITY = {"sentence-transformers/all-MiniLM-L6-v2:onnx-int8-dynam
 UNCALIBRATED_SIMILARITY = 0.30
 
 
+def best_similarity(hits: Sequence[SearchHit]) -> float:
+    """The best cosine similarity of the query among these hits (-1 when none has one): what the
+    abstain threshold is compared with, and calibrated on."""
+    return max((float(h.signals.get("query", -1.0)) for h in hits), default=-1.0)
+
+
 @dataclass(frozen=True)
 class AbstainPolicy:
     """When the best result does not answer the question: for a `query`, when the best cosine
@@ -147,8 +153,7 @@ class AbstainPolicy:
         if not hits:
             return bool(request.query or request.text)
         if request.query:
-            best = max((float(h.signals.get("query", -1.0)) for h in hits), default=-1.0)
-            return best < self.threshold(model_id)
+            return best_similarity(hits) < self.threshold(model_id)
         return False
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.items import grant_from, grant_item, memory_from, memory_item
@@ -38,7 +38,7 @@ class DynamoMemoryRepository:
                 grants.append(grant_from(item))
         if memory is None:
             return None, []  # grants left by a memory purged halfway grant nothing
-        return memory, sorted(grants, key=lambda g: (g.created_at, g.id))
+        return memory, _oldest_first(grants)
 
     def children(self, tenant: str, parent_id: str) -> list[Memory]:
         items = self._table.query(
@@ -121,8 +121,7 @@ class DynamoMemoryRepository:
         items = self._table.query(
             "PK = :pk AND begins_with(SK, :g)", {":pk": keys.memory_pk(tenant, memory_id), ":g": keys.GRANT_SK_PREFIX}
         )
-        grants = [grant_from(item) for item in items]
-        return sorted(grants, key=lambda g: (g.created_at, g.id))
+        return _oldest_first(grant_from(item) for item in items)
 
     def put_grant(self, grant: Grant) -> None:
         try:
@@ -171,3 +170,8 @@ class DynamoMemoryRepository:
         # The META item goes last, so a purge cut short leaves a hidden node to finish, not orphans.
         self._table.delete_many([(item["PK"], item["SK"]) for item in items if item["SK"] != keys.META_SK])
         self._table.delete(pk, keys.META_SK)
+
+
+def _oldest_first(grants: Iterable[Grant]) -> list[Grant]:
+    """Grants in the order they were made (the id breaks ties), as MemoryRepository lists them."""
+    return sorted(grants, key=lambda g: (g.created_at, g.id))
