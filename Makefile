@@ -1,8 +1,17 @@
 # Two commands do all the set-up on a fresh machine: `make dev` runs the service, `make test` the tests.
-PYTHON ?= python3
+# Python 3.13, what the Lambdas run (python3.13). PYTHON=/path/to/python3.13 overrides; otherwise the first
+# interpreter that really is 3.13: on PATH (a pyenv shim answers only when 3.13 is selected, so it is run,
+# not just found), then pyenv's versions, then the system's.
+FIND_PYTHON := for p in python3.13 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.13*/bin/python3.13 \
+	2>/dev/null | sort -rV) /usr/local/bin/python3.13 /usr/bin/python3.13; do \
+	"$$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' >/dev/null 2>&1 \
+	&& { "$$p" -c 'import sys; print(sys.executable)'; break; }; done
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(shell $(FIND_PYTHON))
+endif
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+STAMP := $(VENV)/.installed-py3.13
 PORT ?= 8080
 
 CDK := node_modules/.bin/cdk
@@ -13,6 +22,15 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
 .PHONY: dev test lint typecheck openapi bench bench-recall clean synth deploy
 
 $(STAMP): pyproject.toml
+	@if [ -z "$(PYTHON)" ]; then \
+		echo "Python 3.13 is needed (the Lambdas run python3.13) and none was found." >&2; \
+		echo "Install it: 'pyenv install 3.13.0', or your system's python3.13 package (Debian/Ubuntu:" >&2; \
+		echo "apt-get install python3.13 python3.13-venv), or run make PYTHON=/path/to/python3.13." >&2; \
+		exit 1; fi
+	@# A venv of another Python (an older clone's 3.11, say) is rebuilt, not upgraded in place.
+	@if [ -x $(BIN)/python ] && ! $(BIN)/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))'; then \
+		echo "rebuilding $(VENV) with Python 3.13"; rm -rf $(VENV); fi
+	@echo "installing into $(VENV) with $$($(PYTHON) --version) ($(PYTHON))"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[dev]"
@@ -36,6 +54,7 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/import_times.py 5
 	$(BIN)/python bench/recall_engine.py
+	$(BIN)/python bench/embedding_arithmetic.py
 
 # Recall quality and latency on LoCoMo through the public API; writes docs/benchmarks.md.
 bench-recall: $(STAMP)

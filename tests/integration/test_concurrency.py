@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import requests
@@ -18,7 +18,6 @@ import requests
 from tests.integration.conftest import Client, ClientFactory, error_code
 
 THREADS = 8
-T = TypeVar("T")
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +35,7 @@ def fresh_session(client: Client) -> Client:
     return dataclasses.replace(client, session=requests.Session())
 
 
-def race(client: Client, jobs: list[Callable[[Client], T]]) -> list[T]:
+def race[T](client: Client, jobs: list[Callable[[Client], T]]) -> list[T]:
     """Run each job on its own thread and connection, all released at once by a barrier."""
     clients = [fresh_session(client) for _ in jobs]
     barrier = threading.Barrier(len(jobs))

@@ -64,7 +64,7 @@ def test_vectors_are_normalized_384_floats_and_do_not_depend_on_the_batch(minilm
     together = minilm.embed(texts)
     alone = [minilm.embed([t])[0] for t in texts]
     assert minilm.dimensions == DIMENSIONS == 384
-    assert minilm.model_id == "sentence-transformers/all-MiniLM-L6-v2:onnx-int8-dynamic"
+    assert minilm.model_id == "sentence-transformers/all-MiniLM-L6-v2:onnx-int8-u8u8"
     for vector, single in zip(together, alone, strict=True):
         assert len(vector) == 384
         assert math.isclose(math.sqrt(cosine(vector, vector)), 1.0, abs_tol=1e-5)
@@ -138,15 +138,67 @@ def test_int8_matrices_are_multiplied_as_int8_and_give_what_the_float_graph_give
         int8_matmuls(small_model(rng.normal(size=(64, 32)), stored_as_int8=True, scales="row")[0])
 
 
+def quantized_like_onnxruntime(x: np.ndarray) -> tuple[np.ndarray, float, int]:
+    """DynamicQuantizeLinear as the ONNX operator defines it: asymmetric uint8 over the range widened to 0."""
+    low, high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    scale = np.float32((high - low) / 255)
+    zero = int(np.clip(np.rint(-low / scale), 0, 255))
+    return np.clip(np.rint(x / scale) + zero, 0, 255).astype(np.int64), float(scale), zero
+
+
+def test_the_int8_products_are_exact_integer_arithmetic_on_this_cpu() -> None:
+    """What makes a vector the same on every CPU: the int8 kernel's integer sums must be exact. u8 x s8
+    kernels on AVX2 without VNNI add pairs of products in int16 and saturate (an error of 6.5 where this
+    allows 1e-4 of the output's range, seen on an AMD EPYC); u8 x u8 widens to 16 bits first and is exact
+    on x86-64 with or without AVX-512/VNNI and on arm64. Large weights and activations, where a saturating
+    kernel goes wrong."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(11)
+    weights = rng.normal(size=(384, 96)) * np.where(rng.random((384, 96)) < 0.05, 8.0, 1.0)  # outliers: +-127
+    model, _ = small_model(weights, stored_as_int8=True)
+    session = ort.InferenceSession(int8_matmuls(model), providers=["CPUExecutionProvider"])
+    scale = (np.abs(weights).max(axis=0) / 127).astype(np.float32)
+    stored = np.round(weights / scale).astype(np.int64)
+    for _ in range(5):
+        x = (rng.normal(size=(7, 384)) * 4).astype(np.float32)
+        got = session.run(None, {"x": x})[0]
+        quantized, x_scale, zero = quantized_like_onnxruntime(x)
+        exact = ((quantized - zero) @ stored).astype(np.float64) * x_scale * scale
+        assert np.abs(got - exact).max() <= 1e-4 * np.abs(exact).max()
+
+
+# Texts of the kinds a memory holds (questions, facts, turns, code, numbers, other languages, long ones).
+AGREEMENT_TEXTS = (
+    "When does Acme renew its contract?",
+    "Caroline went to the LGBTQ support group yesterday.",
+    "Acme renews in March and wants the annual discount kept.",
+    "user: can you book the usual room for Thursday at 3? assistant: done, room 4B, 15:00-16:00.",
+    "The deploy failed: AccessDeniedException on dynamodb:TransactWriteItems for role api-records.",
+    "def handle_get_order(order_id: str) -> GetOrderOutput: return get_order(order_id=order_id)",
+    "Invoice 2026-0417: 3 x 129.99 EUR, VAT 19%, due 2026-11-30.",
+    "Melanie painted a sunrise over the lake and signed up for a pottery class.",
+    "Der Kunde möchte den Vertrag im März verlängern und den Rabatt behalten.",
+    "ok",
+    "Procedure: when the nightly import stalls, drain the queue, restart the worker, then re-run the last batch. "
+    * 6,
+)
+
+
 def test_the_int8_model_agrees_with_the_float_arithmetic_it_replaces(minilm: MiniLmEmbedder) -> None:
+    """The stated tolerance (docs/performance.md): cosine to the model's own float graph (the same stored
+    weights, dequantized) at least 0.97 for every text (the shortest texts are the furthest: "ok" 0.977) and
+    0.99 on average (0.993 here)."""
     import onnxruntime as ort
 
     float_session = ort.InferenceSession(
         str(installed_file(MODEL_DISTRIBUTION, MODEL_FILE)), providers=["CPUExecutionProvider"]
     )
-    for text in ("When does Acme renew its contract?", "Caroline went to the LGBTQ support group yesterday."):
+    cosines = []
+    for text, vector in zip(AGREEMENT_TEXTS, minilm.embed(list(AGREEMENT_TEXTS)), strict=True):
         ids = np.asarray([minilm._tokenizer.encode(text).ids], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
         pooled = float_session.run(None, feeds)[0][0].mean(axis=0)
-        reference = pooled / np.linalg.norm(pooled)
-        assert float(np.dot(reference, minilm.embed([text])[0])) > 0.99
+        cosines.append(float(np.dot(pooled / np.linalg.norm(pooled), vector)))
+    assert min(cosines) >= 0.97, cosines
+    assert sum(cosines) / len(cosines) >= 0.99, cosines

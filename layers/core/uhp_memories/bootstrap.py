@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from uhp_memories.adapters.dynamodb.apikeys import DynamoKeyRepository
 from uhp_memories.adapters.dynamodb.files import DynamoFileRepository
@@ -37,8 +37,6 @@ from uhp_memories.domain.removal import RemovalService, Retention
 from uhp_memories.search.engine import RecallEngine
 from uhp_memories.settings import Settings
 
-T = TypeVar("T")
-
 
 @dataclass
 class Container:
@@ -58,7 +56,7 @@ class Container:
     keys: DynamoKeyRepository
 
 
-def lazy(factory: Callable[[], T]) -> Callable[[], T]:
+def lazy[T](factory: Callable[[], T]) -> Callable[[], T]:
     """Build on first use, once, even under concurrent requests: a function that never recalls never
     pays for the search client or the embedding model."""
     lock = threading.Lock()

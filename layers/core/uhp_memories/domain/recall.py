@@ -118,7 +118,7 @@ class RecallAnswer:
 
 # The threshold calibrated for each embedding model on the LoCoMo dev set (bench/recall_locomo.py,
 # docs/benchmarks.md): the highest that abstains on at most 1% of answerable questions.
-CALIBRATED_SIMILARITY = {"sentence-transformers/all-MiniLM-L6-v2:onnx-int8-dynamic": 0.42}
+CALIBRATED_SIMILARITY = {"sentence-transformers/all-MiniLM-L6-v2:onnx-int8-u8u8": 0.42}
 # A model not calibrated in code (Titan in AWS, which cannot be reached from where this is built): a
 # placeholder, until a stage sets the threshold bench/calibrate_abstain.py measures for its model
 # (cdk.json `embeddings.abstain_similarity`, read as UHP_ABSTAIN_SIMILARITY).
