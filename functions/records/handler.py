@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from uhp_memories import bootstrap
 from uhp_memories.api import inputs, presenters, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
+from uhp_memories.api.errors import JSON
 from uhp_memories.domain.errors import MemoryInvalid
 
 app = make_resolver()
@@ -21,7 +22,16 @@ def handle_remember(memory_id: str, body: schemas.RecordCreate) -> Response[sche
     return respond(presenters.record(view), 201)
 
 
-@app.get("/v1/memories/<memory_id>/records", summary="List records; filters; as_of", tags=["records"])
+LISTING_SHAPE: dict[int, Any] = {
+    200: {"description": "a page, with parent and children (§6.1)",
+          "content": {"application/json": {"model": schemas.RecordListing}}}
+}
+
+
+@app.get(
+    "/v1/memories/<memory_id>/records", summary="List records; filters; as_of", tags=["records"],
+    responses=LISTING_SHAPE,
+)
 def handle_list_records(
     memory_id: str,
     types: Annotated[str | None, Query(description="comma-separated record types")] = None,
@@ -30,7 +40,7 @@ def handle_list_records(
     as_of: Annotated[str | None, Query(description="an RFC 3339 time or a snapshot name")] = None,
     limit: Annotated[int | None, Query(description="1 to 100, default 20")] = None,
     cursor: Annotated[str | None, Query()] = None,
-) -> Response[schemas.RecordList]:
+):  # §6.1: `parent` left out when absent, as in recall
     parsed_filters: Any = None
     if filters is not None:
         try:
@@ -47,7 +57,7 @@ def handle_list_records(
         limit=limit,
         cursor=cursor,
     )
-    return respond(presenters.record_page(page))
+    return Response(status_code=200, content_type=JSON, body=json.dumps(presenters.record_listing(page)))
 
 
 @app.get("/v1/memories/<memory_id>/records/<record_id>", summary="Get one record; as_of", tags=["records"])
@@ -55,7 +65,7 @@ def handle_get_record(
     memory_id: str,
     record_id: str,
     as_of: Annotated[str | None, Query(description="an RFC 3339 time or a snapshot name")] = None,
-    include: Annotated[str, Query(description="active (default: a forgotten record is not found) or all")] = "active",
+    include: Annotated[str, Query(description="active or all: the same answer (an id names its version)")] = "active",
 ) -> Response[schemas.RecordOut]:
     view = bootstrap.container().records.get(caller_of(app), memory_id, record_id, as_of, include)
     return respond(presenters.record(view))

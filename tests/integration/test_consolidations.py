@@ -3,6 +3,7 @@ resumed by the next), reversible (revert appends), and holding the memory while 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.integration.conftest import Client, ClientFactory, error_code
@@ -101,3 +102,44 @@ def test_recall_follows_a_run_and_its_revert(alice: Client) -> None:
     assert found() == 1
     alice.post(RUNS.format(memory["id"]) + f"/{run['id']}/revert")
     assert found() == 2
+
+
+def _held(client: Client, memory_id: str) -> list[tuple[str, str, str]]:
+    """What the memory holds (contents, types, attributes), whatever the ids of the versions holding it."""
+    answer = client.get(f"/v1/memories/{memory_id}/records", limit=100)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["next_cursor"] is None
+    return sorted((r["type"], r["content"], json.dumps(r["attributes"], sort_keys=True))
+                  for r in answer.json()["data"])
+
+
+def test_after_a_revert_every_changed_id_is_readable_and_the_memory_holds_what_it_held(alice: Client) -> None:
+    memory = alice.create_memory("Facts")
+    mid = memory["id"]
+    for content, record_type, attributes in (
+        ("Acme renews in March.", "fact", {"account": "acme"}),
+        ("acme renews in march.", "fact", {"account": "acme"}),  # a repeat
+        ("Acme renews in March.", "fact", {"account": "globex"}),  # other attributes: kept
+        ("Acme renews in March.", "note", {"account": "acme"}),  # another type: kept
+        ("Call Globex on Fridays.", "procedure", {}),
+        ("  ACME renews in MARCH. ", "fact", {"account": "acme"}),  # a repeat
+        ("Call Globex on Fridays.", "procedure", {}),  # a repeat
+    ):
+        alice.remember(mid, content, type=record_type, attributes=attributes)
+    before = _held(alice, mid)
+    run = _start(alice, mid)
+    assert run["changes"] == {"created": 0, "superseded": 0, "forgotten": 3}
+    assert len(_held(alice, mid)) == 4
+
+    reverted = alice.post(RUNS.format(mid) + f"/{run['id']}/revert")
+    assert reverted.status_code == 200, reverted.text
+    changes = alice.get(RUNS.format(mid) + f"/{run['id']}/changes").json()["data"]
+    assert len(changes) == 3
+    for change in changes:
+        answer = alice.get(f"/v1/memories/{mid}/records/{change['record_id']}")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["id"] == change["record_id"]
+        assert answer.json()["status"] == "forgotten", "the version the run forgot, kept in its chain"
+        assert answer.json() == change["record"]
+    assert _held(alice, mid) == before
+    assert alice.get(f"/v1/memories/{mid}").json()["records"]["count"] == len(before)

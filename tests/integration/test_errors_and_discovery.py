@@ -558,3 +558,53 @@ def test_extension_types_are_carried_whatever_the_types_capability(alice: Client
     got = alice.get(f"/v1/memories/{memory['id']}/records/{answer.json()['id']}")
     assert got.status_code == 200
     assert (got.json()["type"], got.json()["attributes"]) == ("x.board.task", {"column": "doing"})
+
+
+# -- wrong JSON types are refused, never coerced -----------------------------------------------
+
+WRONG_TYPES = [
+    ("POST", "/v1/memories", {"name": "m", "restricted": "yes"}),
+    ("POST", "/v1/memories", {"name": "m", "restricted": 1}),
+    ("POST", "/v1/memories", {"name": 42}),
+    ("POST", "/v1/memories", {"name": "m", "description": ["a"]}),
+    ("PUT", "/v1/memories/{memory}", {"restricted": "false"}),
+    ("PUT", "/v1/memories/{memory}", {"name": 7}),
+    ("POST", "/v1/memories/{memory}/records", {"type": "fact", "content": 12}),
+    ("POST", "/v1/memories/{memory}/records", {"type": 1, "content": "a fact"}),
+    ("POST", "/v1/memories/{memory}/records", {"type": "fact", "content": "a", "attributes": "x"}),
+    ("POST", "/v1/memories/{memory}/records", {"type": "fact", "content": "a", "references": "hrec_1"}),
+    ("POST", "/v1/memories/{memory}/records", {"type": "fact", "content": "a", "time": {"valid_from": 17}}),
+    ("PATCH", "/v1/memories/{memory}/records/{record}", {"content": 3.5}),
+    ("POST", "/v1/memories/{memory}/recall", {"query": "renewal", "limit": "5"}),
+    ("POST", "/v1/memories/{memory}/recall", {"query": "renewal", "limit": 5.0}),
+    ("POST", "/v1/memories/{memory}/recall", {"query": "renewal", "limit": True}),
+    ("POST", "/v1/memories/{memory}/recall", {"query": "renewal", "types": "fact"}),
+    ("POST", "/v1/memories/{memory}/recall", {"query": 5}),
+    ("POST", "/v1/memories/{memory}/recall", {"query": "renewal", "depth": "1"}),
+    ("POST", "/v1/memories/{memory}/observe", {"episodes": [{"content": 1}]}),
+    ("POST", "/v1/memories/{memory}/observe", {"episodes": {"content": "turn"}}),
+    ("POST", "/v1/memories/{memory}/grants", {"principal": "user:bob", "privileges": "read"}),
+    ("POST", "/v1/memories/{memory}/grants", {"principal": 5, "privileges": ["read"]}),
+    ("POST", "/v1/memories/{memory}/erase", {"record_ids": "{record}"}),
+    ("POST", "/v1/memories/{memory}/snapshots", {"name": 3}),
+    ("POST", "/v1/memories/{memory}/consolidations", {"budget": {"limit": "10"}}),
+    ("PUT", "/v1/harnesses/h1/memories", {"memories": [{"memory_id": "{memory}", "access": "write", "default": 1}]}),
+    ("PUT", "/v1/memories/{memory}/queries/q1", {"body": {"query": "{{x}}"}, "description": 5}),
+    ("POST", "/v1/memories/{memory}/queries/q1", {"params": []}),
+]
+
+
+@pytest.mark.parametrize(("method", "template", "body"), WRONG_TYPES)
+def test_fields_of_the_wrong_json_type_are_invalid_never_coerced(
+    alice: Client, method: str, template: str, body: dict[str, Any]
+) -> None:
+    memory = alice.create_memory("typed")
+    record = alice.remember(memory["id"], "Acme renews in March.")
+    path = template.format(memory=memory["id"], record=record["id"])
+    filled = json.loads(json.dumps(body).replace("{memory}", memory["id"]).replace("{record}", record["id"]))
+    assert_error(alice.request(method, path, filled), 422, "memory_invalid")
+    after = alice.get(f"/v1/memories/{memory['id']}").json()
+    assert after["restricted"] is False  # nothing was half-applied
+    assert after["name"] == "typed"
+    assert after["records"]["count"] == 1
+    assert alice.get(f"/v1/memories/{memory['id']}/records/{record['id']}").json()["content"] == "Acme renews in March."

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.integration.conftest import Client, ClientFactory, error_code
@@ -43,6 +44,41 @@ def test_define_list_and_run_a_named_query(alice: Client) -> None:
     assert answer.status_code == 200, answer.text
     assert [r["record"]["content"] for r in answer.json()["results"]] == ["Acme deal for 40 seats"]
     assert "abstain" in answer.json()
+
+
+def test_a_named_query_exactly_as_the_spec_shows_it_is_accepted_with_its_name_and_a_string_body(
+    alice: Client,
+) -> None:
+    memory = _seed(alice)
+    path = f"/v1/memories/{memory['id']}/queries/open_deals_for"
+    as_written = {**OPEN_DEALS, "name": "open_deals_for", "body": json.dumps(OPEN_DEALS["body"])}
+    defined = alice.put(path, as_written)
+    assert defined.status_code == 200, defined.text
+    assert defined.json()["name"] == "open_deals_for"
+    assert defined.json()["body"] == OPEN_DEALS["body"]  # the string's object, answered as the object
+    answer = alice.post(path, {"params": {"account": "acme"}})
+    assert [r["record"]["content"] for r in answer.json()["results"]] == ["Acme deal for 40 seats"]
+    as_object = alice.put(path, {**OPEN_DEALS, "name": "open_deals_for"})
+    assert as_object.status_code == 200, as_object.text
+
+
+def test_a_named_query_whose_name_differs_from_the_path_is_invalid(alice: Client) -> None:
+    memory = _seed(alice)
+    path = f"/v1/memories/{memory['id']}/queries/open_deals_for"
+    answer = alice.put(path, {**OPEN_DEALS, "name": "another_name"})
+    assert answer.status_code == 422
+    assert error_code(answer) == "memory_invalid"
+    assert "another_name" in answer.json()["error"]["message"]
+    assert alice.get(f"/v1/memories/{memory['id']}/queries").json()["data"] == []
+
+
+def test_a_string_body_that_does_not_hold_a_recall_object_is_invalid(alice: Client) -> None:
+    memory = _seed(alice)
+    path = f"/v1/memories/{memory['id']}/queries/open_deals_for"
+    for body in ("MATCH (d:Deal) RETURN d", "[1, 2]", '"text"', ""):
+        answer = alice.put(path, {**OPEN_DEALS, "body": body})
+        assert answer.status_code == 422, body
+        assert error_code(answer) == "memory_invalid"
 
 
 def test_params_that_do_not_match_are_refused(alice: Client) -> None:

@@ -109,6 +109,54 @@ def test_parent_and_children_are_where_the_reader_may_go(alice: Client, make_cli
     assert "parent" not in recall(alice, root["id"], query="renewal")
 
 
+def test_only_memories_the_caller_may_read_are_named_as_parent_or_children(
+    alice: Client, make_client: ClientFactory
+) -> None:
+    bob = make_client("user:bob")
+    root = alice.create_memory("Company")
+    alice.grant(root["id"], "user:bob", "create")  # bob may add under Company, not read it
+    team = alice.create_memory("Team", parent_id=root["id"], restricted=True)
+    alice.grant(team["id"], "user:bob", "read")
+    inbox = alice.create_memory("Inbox", parent_id=team["id"], restricted=True)
+    alice.grant(inbox["id"], "user:bob", "write")
+    drafts = alice.create_memory("Drafts", parent_id=team["id"], restricted=True)
+    alice.grant(drafts["id"], "user:bob", "create")
+    notes = alice.create_memory("Notes", parent_id=team["id"], restricted=True)
+    alice.grant(notes["id"], "user:bob", "read")
+    seen = recall(bob, team["id"], query="anything")
+    assert [c["name"] for c in seen["children"]] == ["Notes"]
+    assert "parent" not in seen  # create on Company is not read: the parent is not named
+    # A write-only or create-only grantee still reaches the memory by its id.
+    assert bob.remember(inbox["id"], "dropped in the inbox")["memory_id"] == inbox["id"]
+    assert bob.post("/v1/memories", {"name": "Mine", "parent_id": drafts["id"]}).status_code == 201
+    assert bob.post("/v1/memories", {"name": "Also mine", "parent_id": root["id"]}).status_code == 201
+    # Alice reads all of them.
+    assert sorted(c["name"] for c in recall(alice, team["id"], query="anything")["children"]) == [
+        "Drafts", "Inbox", "Notes"
+    ]
+
+
+def test_the_records_listing_names_parent_and_children_as_recall_does(
+    alice: Client, make_client: ClientFactory
+) -> None:
+    root = alice.create_memory("Company", description="the whole company")
+    sales = seeded(alice, "Sales", parent_id=root["id"])
+    alice.create_memory("Acme", description="the Acme account", parent_id=sales["id"])
+    alice.create_memory("Private", parent_id=sales["id"], restricted=True)
+    listing = alice.get(f"/v1/memories/{sales['id']}/records").json()
+    walk = recall(alice, sales["id"], query="renewal")
+    assert listing["parent"] == walk["parent"]
+    assert listing["parent"]["description"] == "the whole company"
+    assert listing["children"] == walk["children"]
+    assert sorted(c["name"] for c in listing["children"]) == ["Acme", "Private"]
+    bob = make_client("user:bob")
+    alice.grant(sales["id"], "user:bob", "read")
+    seen = bob.get(f"/v1/memories/{sales['id']}/records").json()
+    assert "parent" not in seen
+    assert [c["name"] for c in seen["children"]] == ["Acme"]
+    assert "parent" not in alice.get(f"/v1/memories/{root['id']}/records").json()
+
+
 def test_depth_reads_descendants_and_reports_a_cap(alice: Client) -> None:
     sales = seeded(alice, "Sales")
     acme = alice.create_memory("Acme", parent_id=sales["id"])

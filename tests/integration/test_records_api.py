@@ -755,7 +755,7 @@ def test_get_by_a_superseded_id_returns_that_version(alice: Client) -> None:
     assert current == v2
 
 
-def test_get_as_of(alice: Client) -> None:
+def test_get_as_of_answers_the_named_version_as_it_stood_then(alice: Client) -> None:
     memory = alice.create_memory()
     mid = memory["id"]
     v1 = alice.remember(mid, "v1")
@@ -768,31 +768,65 @@ def test_get_as_of(alice: Client) -> None:
     t3 = forgotten["time"]["invalidated_at"]
     assert t1 < t2 < t3
 
-    # Whichever version's id is named, as_of answers the version held at that instant.
-    for rid in (v1["id"], v2["id"]):
-        at1 = get_record(alice, mid, rid, as_of=t1)
-        assert at1["id"] == v1["id"]
-        assert at1["content"] == "v1"
-        assert at1["status"] == "active"
-        assert at1["time"]["invalidated_at"] is None
-        at2 = get_record(alice, mid, rid, as_of=t2)
-        assert at2["id"] == v2["id"]
-        assert at2["status"] == "active"
-        assert at2["time"]["invalidated_at"] is None
+    # Each id answers its own version, with the status it had at the instant: open then, or closed
+    # by then (a superseded or forgotten version is history, read by its id).
+    at1 = get_record(alice, mid, v1["id"], as_of=t1)
+    assert (at1["id"], at1["content"], at1["status"]) == (v1["id"], "v1", "active")
+    assert at1["time"]["invalidated_at"] is None
+    for instant in (t2, t3):
+        later = get_record(alice, mid, v1["id"], as_of=instant)
+        assert (later["id"], later["content"], later["status"]) == (v1["id"], "v1", "superseded"), instant
+        assert later["time"]["invalidated_at"] == t2
+    at2 = get_record(alice, mid, v2["id"], as_of=t2)
+    assert (at2["id"], at2["content"], at2["status"]) == (v2["id"], "v2", "active")
+    assert at2["time"]["invalidated_at"] is None
+    assert get_record(alice, mid, v2["id"], as_of=t3) == forgotten
 
-    # Before it was written, and once forgotten, the record was not held.
-    before = _before(t1)
-    for instant in (before, t3):
-        answer = alice.get(records_path(mid, v1["id"]), as_of=instant)
-        assert answer.status_code == 404, instant
+    # as_of now is the read without as_of.
+    wait_past(t3)
+    now = datetime.now().astimezone().isoformat(timespec="milliseconds")
+    for version in (v1, v2):
+        assert get_record(alice, mid, version["id"], as_of=now) == get_record(alice, mid, version["id"])
+
+
+def test_get_as_of_a_version_written_later_is_not_found(alice: Client) -> None:
+    memory = alice.create_memory()
+    mid = memory["id"]
+    v1 = alice.remember(mid, "v1")
+    t1 = v1["time"]["written_at"]
+    wait_past(t1)
+    snapshot = alice.post(f"/v1/memories/{mid}/snapshots", {"name": "before-v2"})
+    assert snapshot.status_code == 201, snapshot.text
+    wait_past(snapshot.json()["time"])
+    v2 = revise(alice, mid, v1["id"], {"content": "v2"})
+    # v2 did not exist yet, at t1 or at the snapshot: not found, never v1 answered under v2's id.
+    for as_of in (t1, "before-v2"):
+        answer = alice.get(records_path(mid, v2["id"]), as_of=as_of)
+        assert answer.status_code == 404, (as_of, answer.text)
+        assert error_code(answer) == "memory_record_not_found"
+        then = get_record(alice, mid, v1["id"], as_of=as_of)
+        assert (then["id"], then["content"], then["status"]) == (v1["id"], "v1", "active"), as_of
+    assert get_record(alice, mid, v1["id"])["status"] == "superseded"
+    # Before anything was written, neither version existed.
+    for version in (v1, v2):
+        answer = alice.get(records_path(mid, version["id"]), as_of=_before(t1))
+        assert answer.status_code == 404, version["id"]
         assert error_code(answer) == "memory_record_not_found"
 
-    # Without as_of, a forgotten record is gone from reads that do not ask for history; with
-    # include=all, each id answers its own version as it stands now.
-    for version in (v1, v2):
-        assert error_code(alice.get(records_path(mid, version["id"]))) == "memory_record_not_found"
-    assert get_record(alice, mid, v2["id"], include="all")["status"] == "forgotten"
-    assert get_record(alice, mid, v1["id"], include="all")["status"] == "superseded"
+
+def test_get_by_id_answers_a_forgotten_version_with_its_status(alice: Client) -> None:
+    memory = alice.create_memory()
+    mid = memory["id"]
+    v1 = alice.remember(mid, "v1")
+    v2 = revise(alice, mid, v1["id"], {"content": "v2"})
+    gone = forget(alice, mid, v2["id"])
+    # An id names one version: asking for it is asking for that version, whatever became of it.
+    for include in ("active", "all"):
+        assert get_record(alice, mid, v2["id"], include=include) == gone
+        assert get_record(alice, mid, v1["id"], include=include)["status"] == "superseded"
+    # Forget takes the record out of the reads that search the memory.
+    assert listed_ids(alice, mid) == set()
+    assert listed_ids(alice, mid, include="all") == {v1["id"], v2["id"]}
 
 
 def _before(instant: str) -> str:
@@ -992,8 +1026,7 @@ def test_forget_closes_and_keeps_the_trace(alice: Client, bob: Client) -> None:
 
     assert listed_ids(alice, mid) == {other["id"]}
     assert listed_ids(alice, mid, include="all") == {record["id"], other["id"]}
-    assert error_code(alice.get(records_path(mid, record["id"]))) == "memory_record_not_found"
-    assert get_record(alice, mid, record["id"], include="all") == gone
+    assert get_record(alice, mid, record["id"]) == gone, "its id still names the version, now forgotten"
     assert history(alice, mid, record["id"]) == [gone]
     assert record_count(alice, mid) == 1
 
@@ -1291,10 +1324,12 @@ def test_snapshots_create_list_and_read_as_of(alice: Client) -> None:
 
     then = listing(alice, mid, as_of="before-renewal")["data"]
     assert [(r["id"], r["content"], r["status"]) for r in then] == [(a1["id"], "a1", "active")]
-    assert get_record(alice, mid, a2["id"], as_of="before-renewal")["id"] == a1["id"]
-    answer = alice.get(records_path(mid, b["id"]), as_of="before-renewal")
-    assert answer.status_code == 404
-    assert error_code(answer) == "memory_record_not_found"
+    assert get_record(alice, mid, a1["id"], as_of="before-renewal")["status"] == "active"
+    assert get_record(alice, mid, a1["id"])["status"] == "superseded"
+    for written_later in (a2, b):
+        answer = alice.get(records_path(mid, written_later["id"]), as_of="before-renewal")
+        assert answer.status_code == 404
+        assert error_code(answer) == "memory_record_not_found"
     # Reading as_of a snapshot is the same read as as_of its time.
     assert listing(alice, mid, as_of="before-renewal") == listing(alice, mid, as_of=snap["time"])
     assert listed_ids(alice, mid) == {a2["id"], b["id"]}

@@ -48,7 +48,8 @@ def make_world() -> World:
     memory_repo = InMemoryMemoryRepository()
     clock = FakeClock()
     ports = Ports(memories=memory_repo, records=InMemoryRecordRepository(memory_repo), clock=clock, ids=SequentialIds())
-    return World(ports, clock, MemoryService(ports), GrantService(ports), RecordService(ports))
+    memories = MemoryService(ports)
+    return World(ports, clock, memories, GrantService(ports), RecordService(ports, memories))
 
 
 @pytest.fixture

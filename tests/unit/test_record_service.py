@@ -243,11 +243,10 @@ def test_forget_closes_the_record_and_keeps_its_trace(world: World, memory_id: s
     assert forgotten.invalidated_at is not None
     assert forgotten.invalidated_at > v2.written_at
     assert forgotten.superseded_by is None
-    # Gone from reads that do not ask for history, by any of its version ids; there with include=all.
-    for version_id in (v1.id, v2.id):
-        with pytest.raises(RecordNotFound):
-            world.records.get(ALICE, memory_id, version_id)
-    assert world.records.get(ALICE, memory_id, v2.id, include="all").record == forgotten
+    # Gone from the reads that search the memory; its id still names the version, now forgotten.
+    for include in ("active", "all"):
+        assert world.records.get(ALICE, memory_id, v2.id, include=include).record == forgotten
+        assert world.records.get(ALICE, memory_id, v1.id, include=include).record.status == "superseded"
 
     assert world.records.list(ALICE, memory_id).items == []
     assert {v.record.status for v in world.records.list(ALICE, memory_id, include="all").items} == {
@@ -447,13 +446,17 @@ def test_as_of_a_time_reads_the_memory_as_it_stood(world: World, memory_id: str)
     assert contents(world.records.list(ALICE, memory_id, as_of=t3)) == ["a2"]
     assert contents(world.records.list(ALICE, memory_id)) == ["a2"]
 
-    assert world.records.get(ALICE, memory_id, a2.id, as_of=t1).record.content == "a1"
-    assert world.records.get(ALICE, memory_id, a1.id, as_of=t2).record.content == "a2"
+    # get as_of answers the version named, as it stood then; one written later did not exist yet.
     with pytest.raises(RecordNotFound):
-        world.records.get(ALICE, memory_id, a1.id, as_of=before_anything)
-    with pytest.raises(RecordNotFound):
-        world.records.get(ALICE, memory_id, b1.id, as_of=t3)
-    assert world.records.get(ALICE, memory_id, b1.id, as_of=t2).record.status == "active"
+        world.records.get(ALICE, memory_id, a2.id, as_of=t1)
+    for version_id in (a1.id, b1.id):
+        with pytest.raises(RecordNotFound):
+            world.records.get(ALICE, memory_id, version_id, as_of=before_anything)
+    assert world.records.get(ALICE, memory_id, a1.id, as_of=t1).record == a1
+    assert world.records.get(ALICE, memory_id, a1.id, as_of=t2).record.status == "superseded"
+    assert world.records.get(ALICE, memory_id, a2.id, as_of=t2).record == a2
+    assert world.records.get(ALICE, memory_id, b1.id, as_of=t2).record == b1
+    assert world.records.get(ALICE, memory_id, b1.id, as_of=t3).record.status == "forgotten"
 
 
 def test_as_of_the_instant_of_a_revision_sees_exactly_one_version(world: World, memory_id: str) -> None:

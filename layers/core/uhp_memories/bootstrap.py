@@ -128,7 +128,7 @@ def build(
     files = FileService(ports, objects, DynamoFileRepository(table))
     engine = recall_engine or lazy(lambda: aws_recall_engine(settings))
     memories = MemoryService(ports, objects, jobs.holds, engine)
-    records = RecordService(ports, files, engine)
+    records = RecordService(ports, memories, files, engine)
     recall = RecallService(ports, memories, records, engine, AbstainPolicy(settings.abstain_similarity))
     workflows = StepFunctionsRunner(
         stepfunctions_client,

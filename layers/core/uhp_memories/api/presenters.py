@@ -10,7 +10,7 @@ from uhp_memories.domain.jobs import Job
 from uhp_memories.domain.memories import MemorySummary, MemoryView
 from uhp_memories.domain.models import Grant, Page, Snapshot
 from uhp_memories.domain.recall import RecallAnswer
-from uhp_memories.domain.records import RecordView
+from uhp_memories.domain.records import RecordPage, RecordView
 
 
 def memory(view: MemoryView) -> schemas.MemoryOut:
@@ -70,6 +70,25 @@ def record_page(page: Page) -> schemas.RecordList:
     return schemas.RecordList(data=[record(v) for v in page.items], next_cursor=page.next_cursor)
 
 
+def record_listing(page: RecordPage) -> dict[str, Any]:
+    """A records listing with where the reader can go (§6.1), `parent` absent as in recall."""
+    return _without_absent_parent(
+        schemas.RecordListing(
+            data=[record(v) for v in page.items],
+            next_cursor=page.next_cursor,
+            parent=summary(page.parent) if page.parent else None,
+            children=[summary(c) for c in page.children],
+        ).model_dump(mode="json")
+    )
+
+
+def _without_absent_parent(out: dict[str, Any]) -> dict[str, Any]:
+    """§6.3: `parent` is absent on a root and where the caller may not read it (the two look alike)."""
+    if out["parent"] is None:
+        del out["parent"]
+    return out
+
+
 def snapshot(s: Snapshot) -> schemas.SnapshotOut:
     return schemas.SnapshotOut(
         id=s.id, memory_id=s.memory_id, name=s.name, message=s.message, time=s.time, created_by=s.created_by
@@ -115,9 +134,7 @@ def recall(answer: RecallAnswer) -> dict[str, Any]:
         degraded=answer.degraded,
         abstain=answer.abstain,
     ).model_dump(mode="json")
-    if out["parent"] is None:
-        del out["parent"]
-    return out
+    return _without_absent_parent(out)
 
 
 def consolidation(run: Run) -> schemas.ConsolidationOut:

@@ -10,9 +10,12 @@ from uhp_memories.domain.limits import DESCRIPTION_CHARS, NAME_CHARS
 
 
 class Strict(BaseModel):
-    """Unknown fields are refused: a field the server ignored silently would be a lie."""
+    """A request body, validated strictly. Unknown fields are refused: a field the server ignored
+    silently would be a lie. Wrong JSON types are refused, never coerced: `"restricted": "yes"` is not
+    true, `"limit": "5"` is not 5, a number is not a string (pydantic's strict mode; JSON numbers stay
+    acceptable where a float is asked)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -275,6 +278,14 @@ class MemorySummaryOut(BaseModel):
     children: Count
 
 
+class RecordListing(RecordList):
+    """A page of a memory's records, with the parent (left out where there is none the caller may
+    read) and the children a reader can go to, as recall names them (§6.1)."""
+
+    parent: MemorySummaryOut | None = None
+    children: list[MemorySummaryOut]
+
+
 class RecallResultOut(BaseModel):
     record: RecordOut
     score: float
@@ -292,14 +303,17 @@ class RecallOut(BaseModel):
 
 
 class NamedQueryIn(Strict):
-    """§6.4, in this provider's language `uhp-recall`: `body` is a recall request whose string values
-    may be {{param}} placeholders, `params` a JSON Schema of type object."""
+    """§6.4, the object exactly as the spec shows it. In this provider's language `uhp-recall`, `body`
+    is a recall request whose string values may be {{param}} placeholders, given as a JSON object or as
+    a string holding one (the protocol's `body` is opaque, often a string); `params` a JSON Schema of
+    type object; `name`, when given, the name in the path."""
 
+    name: str | None = None
     description: str = Field(default="", max_length=2000)
     params: dict[str, Any] | None = None
     requires: Literal["read", "write"] = "read"
     language: str = "uhp-recall"
-    body: dict[str, Any]
+    body: dict[str, Any] | str
 
 
 class NamedQueryOut(BaseModel):

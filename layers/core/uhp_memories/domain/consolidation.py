@@ -161,46 +161,80 @@ class ConsolidationService:
         return run
 
     def revert(self, caller: Caller, memory_id: str, run_id: str) -> Run:
-        """Append: each record the run forgot or superseded is current again as a new version."""
+        """Append (§9.2): each record the run forgot or superseded is current again as a new version
+        holding what it held before the run, and each record it created is forgotten, so the memory
+        holds again what it held before the run. Every version the run's change list names stays in
+        its chain (readable by its id, with its status). A record someone changed after the run is
+        left as it is: undoing the run must not undo their change."""
         self._ports.access(caller).require(memory_id, "write")
         run = self.get(caller, memory_id, run_id)
         if run.status in ("queued", "running"):
             raise MemoryConflict("a run is reverted once it has finished")
         if run.reverted_by is not None:
             raise MemoryConflict(f"run {run_id} was reverted already")
-        records = self._ports.records
         now = format_ms(self._ports.clock.now_ms())
-        reverted: list[Change] = []
+        # A run that supersedes a record writes its successor in the same chain; restoring the
+        # superseded version undoes both, so that successor is not forgotten on its own as well.
+        restored_chains = {c.chain_id for c in run.changes if c.action == "superseded"}
         for change in run.changes:
-            chain = records.chain(caller.tenant, change.chain_id)
-            latest = chain[-1] if chain else None
-            if latest is None:
+            chain = self._ports.records.chain(caller.tenant, change.chain_id)
+            if not chain:
                 continue  # erased since: nothing to bring back
-            undo = latest.id == change.record_id and latest.is_current
-            if change.action in ("forgotten", "superseded") and undo and latest.status == "forgotten":
-                revision = latest.evolve(
-                    id=self._ports.ids.new("hrec_"), version=latest.version + 1, status="active",
-                    supersedes=latest.id, superseded_by=None, written_at=now, invalidated_at=None,
-                    written_by=CONSOLIDATOR,
-                )
-                closed = latest.evolve(superseded_by=revision.id)
-                try:
-                    records.reopen(closed, revision)
-                except StaleVersion:
-                    continue
-                index_after_commit(self._index, [closed, revision])
-                reverted.append(Change(revision.id, "created", revision.chain_id))
-            elif change.action == "created" and undo and latest.status == "active":
-                closed = latest.evolve(status="forgotten", invalidated_at=now)
-                try:
-                    records.close(latest, closed)
-                except StaleVersion:
-                    continue
-                index_after_commit(self._index, [closed])
-                reverted.append(Change(latest.id, "forgotten", latest.chain_id))
+            latest = chain[-1]
+            if not latest.is_current:
+                continue
+            if change.action == "forgotten" and latest.id == change.record_id and latest.status == "forgotten":
+                self._bring_back(latest, now)
+            elif change.action == "superseded" and latest.supersedes == change.record_id and latest.status == "active":
+                before = next(v for v in chain if v.id == change.record_id)
+                self._restore(before, latest, now)
+            elif (change.action == "created" and change.chain_id not in restored_chains
+                  and latest.id == change.record_id and latest.status == "active"):
+                self._forget(latest, now)
         reversal = run.evolve(reverted_by=caller.principal, status="reverted")
         self._runs.save(reversal, release=False)
         return reversal
+
+    def _bring_back(self, forgotten: RecordVersion, now: str) -> None:
+        """A forgotten record current again: a new active version with the same content. The
+        forgotten version keeps its status, so history shows it was forgotten and brought back."""
+        revision = self._next_version(forgotten, forgotten, now)
+        closed = forgotten.evolve(superseded_by=revision.id)
+        try:
+            self._ports.records.reopen(closed, revision)
+        except StaleVersion:
+            return  # changed since it was read: left alone
+        index_after_commit(self._index, [closed, revision])
+
+    def _restore(self, before: RecordVersion, successor: RecordVersion, now: str) -> None:
+        """The version the run superseded current again: a new version over the run's successor,
+        holding what `before` held."""
+        revision = self._next_version(before, successor, now)
+        closed = successor.evolve(status="superseded", superseded_by=revision.id, invalidated_at=now)
+        try:
+            self._ports.records.append_revision(closed, revision)
+        except StaleVersion:
+            return
+        index_after_commit(self._index, [closed, revision])
+
+    def _forget(self, created: RecordVersion, now: str) -> None:
+        closed = created.evolve(status="forgotten", invalidated_at=now)
+        try:
+            self._ports.records.close(created, closed)
+        except StaleVersion:
+            return
+        index_after_commit(self._index, [closed])
+
+    def _next_version(self, holding: RecordVersion, latest: RecordVersion, now: str) -> RecordVersion:
+        """The version after `latest` in its chain, holding what `holding` held, written by the
+        consolidator."""
+        return latest.evolve(
+            id=self._ports.ids.new("hrec_"), version=latest.version + 1, status="active",
+            content=holding.content, attributes=holding.attributes, valid_from=holding.valid_from,
+            valid_to=holding.valid_to, references=holding.references,
+            supersedes=latest.id, superseded_by=None, written_at=now, invalidated_at=None,
+            written_by=CONSOLIDATOR,
+        )
 
     # -- the workflow's steps ----------------------------------------------------------------
 

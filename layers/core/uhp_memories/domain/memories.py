@@ -89,14 +89,16 @@ class MemoryService:
     def neighbours(
         self, access: AccessView, memory: Memory, children: Sequence[Memory] | None = None
     ) -> tuple[MemorySummary | None, builtins.list[MemorySummary]]:
-        """The parent (when the caller may see it) and the visible direct children: where a reader
-        can go from here (§6.1). `children`: the memory's children as just read, if the caller has
-        them (all of them: the visible ones are chosen here)."""
+        """The parent and the direct children the caller may read: where a reader can go from here
+        (§6.1). Only `read` counts: a write-only or create-only grantee still reaches such a memory
+        by its id, but a read response does not send a reader where it cannot read. `children`: the
+        memory's children as just read, if the caller has them (all of them: the readable ones are
+        chosen here)."""
         parent = None
-        if memory.parent_id and access.can_see(memory.parent_id):
+        if memory.parent_id and "read" in access.privileges(memory.parent_id):
             parent_memory = access.memory(memory.parent_id)
             parent = self.summary(access, parent_memory) if parent_memory else None
-        below = self._visible_children(access, memory.id, children)
+        below = [c for c in self._visible_children(access, memory.id, children) if "read" in access.privileges(c.id)]
         return parent, [self.summary(access, child) for child in below]
 
     def list(

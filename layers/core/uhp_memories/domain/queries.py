@@ -109,6 +109,8 @@ class QueryService:
         self._ports.access(caller).require(memory_id, "write")
         if not NAME.match(name):
             raise MemoryInvalid("a query name is 1 to 64 lowercase letters, digits or '_', starting with a letter")
+        if definition.get("name") not in (None, name):
+            raise MemoryInvalid(f"the query's name '{definition['name']}' is not the name in the path, '{name}'")
         language = definition.get("language", LANGUAGE)
         if language != LANGUAGE:
             raise MemoryInvalid(f"this provider's query language is '{LANGUAGE}', a recall request template")
@@ -116,7 +118,7 @@ class QueryService:
         if requires not in ("read", "write"):
             raise MemoryInvalid("requires is read or write")
         params = _check_param_schema(definition.get("params") or {"type": "object", "properties": {}})
-        body = definition.get("body")
+        body = _template(definition.get("body"))
         if not isinstance(body, dict):
             raise MemoryInvalid("body is a recall request (an object) whose string values may be {{param}}")
         if len(json.dumps(body)) > MAX_BODY_BYTES:
@@ -206,6 +208,17 @@ class QueryService:
             results.append(RecallResult(self._records.view(access, record), round(1.0 / (rank + 1), 6), ("statement",)))
         parent, children = self._memories.neighbours(access, memory)
         return RecallAnswer(results=results, parent=parent, children=children, degraded=bounds, abstain=not results)
+
+
+def _template(body: Any) -> Any:
+    """The recall template as an object: `body` is opaque to the protocol and a client may send it as a
+    string, so a string holding a JSON object is that object (it is stored and answered as the object)."""
+    if not isinstance(body, str):
+        return body
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise MemoryInvalid("body is a recall request: a JSON object, or a string holding one") from None
 
 
 def _recall_input(body: dict[str, Any]) -> RecallInput:

@@ -10,7 +10,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from uhp_memories.domain import cursors
@@ -38,6 +38,7 @@ from uhp_memories.domain.limits import (
     SNAPSHOT_NAME_CHARS,
     TYPE_CHARS,
 )
+from uhp_memories.domain.memories import MemoryService, MemorySummary
 from uhp_memories.domain.models import Caller, Page, RecordVersion, Snapshot
 from uhp_memories.domain.timefmt import format_ms, parse_instant
 
@@ -87,14 +88,25 @@ def index_after_commit(index: Callable[[], VersionIndex | None] | None, versions
         logger.warning("indexing after commit failed", extra={"error_type": type(error).__name__})
 
 
+@dataclass(frozen=True)
+class RecordPage(Page):
+    """A page of a memory's records, with where a reader can go from the memory (§6.1), as recall
+    names them."""
+
+    parent: MemorySummary | None = None
+    children: list[MemorySummary] = field(default_factory=list)
+
+
 class RecordService:
     def __init__(
         self,
         ports: Ports,
+        memories: MemoryService,
         files: FileService | None = None,
         index: Callable[[], VersionIndex | None] | None = None,
     ) -> None:
         self._ports = ports
+        self._memories = memories
         self._files = files
         self._index = index
 
@@ -239,22 +251,25 @@ class RecordService:
     def get(
         self, caller: Caller, memory_id: str, record_id: str, as_of: str | None = None, include: str = "active"
     ) -> RecordView:
-        """One version by id (a superseded version is history, readable by its id); with as_of, the
-        version of its record the memory held at that instant. A forgotten record leaves every read
-        that does not ask for history: include=all or as_of."""
+        """The version this id names, with its status. Naming one version's id asks for that
+        version, as history does, so a superseded or forgotten version answers as such and every id
+        a history or a consolidation run's change list names stays readable. Forget takes a record
+        out of the reads that search the memory (list, recall), not out of this one; `include` is
+        accepted for symmetry with list and changes nothing here.
+
+        With as_of, the memory as it stood then: the version with its status at that instant, or
+        not found if it was written later. Never another version of its chain, which would answer
+        under an id the caller did not ask for."""
         access = self._ports.access(caller)
         access.require(memory_id, "read")
         if include not in INCLUDE_VALUES:
             raise MemoryInvalid(f"include must be one of {list(INCLUDE_VALUES)}")
         record = self._find(caller, memory_id, record_id)
-        if as_of is None and include == "active" and self._forgotten(caller, record):
-            raise RecordNotFound(record_id)
         if as_of is not None:
             instant = self.resolve_as_of(caller, memory_id, as_of)
-            held = [v for v in self._ports.records.chain(caller.tenant, record.chain_id) if v.held_at(instant)]
-            if not held or held[-1].memory_id != memory_id:
+            if record.written_at > instant:
                 raise RecordNotFound(record_id)
-            record = held[-1].as_of(instant)
+            record = record.as_of(instant)
         return self._view(access, record)
 
     def list(
@@ -268,9 +283,9 @@ class RecordService:
         as_of: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
-    ) -> Page:
+    ) -> RecordPage:
         access = self._ports.access(caller)
-        access.require(memory_id, "read")
+        memory = access.require(memory_id, "read")
         size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
         if include not in INCLUDE_VALUES:
             raise MemoryInvalid(f"include must be one of {list(INCLUDE_VALUES)}")
@@ -295,7 +310,8 @@ class RecordService:
             page.append(version)
             last_position = position
         next_cursor = cursors.encode(kind, next_position) if next_position is not None else None
-        return Page([self._view(access, v) for v in page], next_cursor)
+        parent, children = self._memories.neighbours(access, memory)
+        return RecordPage([self._view(access, v) for v in page], next_cursor, parent, children)
 
     def history(
         self, caller: Caller, memory_id: str, record_id: str, limit: int | None = None, cursor: str | None = None
@@ -377,13 +393,6 @@ class RecordService:
                     continue
                 version = version.as_of(instant)
             yield position, version
-
-    def _forgotten(self, caller: Caller, record: RecordVersion) -> bool:
-        if record.status == "forgotten":
-            return True
-        if record.is_current:
-            return False
-        return self._ports.records.chain(caller.tenant, record.chain_id)[-1].status == "forgotten"
 
     def _find(self, caller: Caller, memory_id: str, record_id: str) -> RecordVersion:
         record = None

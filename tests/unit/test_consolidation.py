@@ -1,0 +1,146 @@
+"""Consolidation revert (§9.2) over the in-memory fakes: what a run forgot or superseded is current
+again, what it created is forgotten, and every version its change list names stays readable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit.conftest import World, caller
+from uhp_memories.domain.consolidation import Change, ConsolidationService, Run
+from uhp_memories.domain.records import RecordInput
+
+ALICE = caller("user:alice")
+
+
+class InMemoryRuns:
+    def __init__(self) -> None:
+        self.runs: dict[tuple[str, str, str], Run] = {}
+
+    def start(self, run: Run) -> None:
+        self.runs[(run.tenant, run.memory_id, run.id)] = run
+
+    def save(self, run: Run, release: bool) -> None:
+        self.runs[(run.tenant, run.memory_id, run.id)] = run
+
+    def get(self, tenant: str, memory_id: str, run_id: str) -> Run | None:
+        return self.runs.get((tenant, memory_id, run_id))
+
+    def list(self, tenant: str, memory_id: str) -> list[Run]:
+        return [r for (t, m, _), r in self.runs.items() if (t, m) == (tenant, memory_id)]
+
+
+class InlineWorkflows:
+    """Runs a pass at once, inside start, as a state machine that finished before the wait."""
+
+    def __init__(self) -> None:
+        self.service: ConsolidationService | None = None
+
+    def start(self, workflow: str, execution_name: str, payload: dict[str, Any]) -> None:
+        assert self.service is not None
+        self.service.consolidate(payload)
+
+    def wait(self, execution_name: str, workflow: str, seconds: float) -> str:
+        return "SUCCEEDED"
+
+
+@pytest.fixture
+def runs() -> InMemoryRuns:
+    return InMemoryRuns()
+
+
+@pytest.fixture
+def consolidation(world: World, runs: InMemoryRuns) -> ConsolidationService:
+    workflows = InlineWorkflows()
+    service = ConsolidationService(world.ports, runs, workflows, wait_seconds=0)
+    workflows.service = service
+    return service
+
+
+@pytest.fixture
+def memory_id(world: World) -> str:
+    return world.memories.create(ALICE, name="Facts").memory.id
+
+
+def fact(content: str, **attributes: Any) -> RecordInput:
+    return RecordInput("fact", content, attributes)
+
+
+def active(world: World, memory_id: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """What the memory holds, whatever the ids of the versions holding it."""
+    listed = world.records.list(ALICE, memory_id, limit=100).items
+    return sorted((v.record.type, v.record.content, v.record.attributes) for v in listed)
+
+
+def finished_run(world: World, runs: InMemoryRuns, memory_id: str, changes: list[Change]) -> Run:
+    """A run that already made `changes` (the test made them, as the run's consolidator would)."""
+    run = Run(
+        tenant=ALICE.tenant, id=world.ports.ids.new("hcon_"), memory_id=memory_id, status="completed",
+        trigger="manual", started_at=0, budget_limit=1_000, requested_by=ALICE.principal, changes=tuple(changes),
+    )
+    runs.start(run)
+    return run
+
+
+def test_revert_brings_back_what_a_pass_forgot_and_keeps_every_named_version_readable(
+    world: World, consolidation: ConsolidationService, memory_id: str
+) -> None:
+    for text in ("Acme renews in March.", "acme renews in  march.", "Globex prefers email.", "ACME RENEWS IN MARCH."):
+        world.records.remember(ALICE, memory_id, fact(text, account="acme"))
+    before = active(world, memory_id)
+    run = consolidation.start(ALICE, memory_id, None)
+    assert [c.action for c in run.changes] == ["forgotten", "forgotten"]
+    assert len(active(world, memory_id)) == 2
+
+    consolidation.revert(ALICE, memory_id, run.id)
+    assert active(world, memory_id) == before
+    for change in run.changes:
+        named = world.records.get(ALICE, memory_id, change.record_id).record
+        assert named.status == "forgotten", "the version the run forgot, kept in its chain"
+        chain = world.records.history(ALICE, memory_id, change.record_id).items
+        assert [v.record.status for v in chain] == ["forgotten", "active"]
+    assert world.memories.get(ALICE, memory_id).memory.record_count == 4
+
+
+def test_revert_restores_what_a_run_superseded_and_forgets_what_it_created(
+    world: World, runs: InMemoryRuns, consolidation: ConsolidationService, memory_id: str
+) -> None:
+    original = world.records.remember(ALICE, memory_id, fact("Acme renews in March.", account="acme")).record
+    world.records.remember(ALICE, memory_id, fact("Globex prefers email."))
+    before = active(world, memory_id)
+    # What a run that rewrites would do: supersede one record, and write a new one.
+    rewritten = world.records.revise(ALICE, memory_id, original.id, {"content": "Acme renews in spring."}).record
+    created = world.records.remember(ALICE, memory_id, fact("Acme and Globex are both customers.")).record
+    run = finished_run(world, runs, memory_id, [
+        Change(original.id, "superseded", original.chain_id),
+        Change(rewritten.id, "created", rewritten.chain_id),  # its successor, named as written by the run
+        Change(created.id, "created", created.chain_id),
+    ])
+
+    consolidation.revert(ALICE, memory_id, run.id)
+    assert active(world, memory_id) == before
+    statuses = {c.record_id: world.records.get(ALICE, memory_id, c.record_id).record.status for c in run.changes}
+    assert statuses == {original.id: "superseded", rewritten.id: "superseded", created.id: "forgotten"}
+    chain = [v.record for v in world.records.history(ALICE, memory_id, original.id).items]
+    assert [(v.content, v.status) for v in chain] == [
+        ("Acme renews in March.", "superseded"),
+        ("Acme renews in spring.", "superseded"),
+        ("Acme renews in March.", "active"),
+    ]
+    assert chain[-1].written_by == {"kind": "consolidator", "id": "native"}
+    assert chain[-1].attributes == {"account": "acme"}
+    assert world.memories.get(ALICE, memory_id).memory.record_count == 2
+
+
+def test_revert_leaves_a_record_changed_since_the_run(
+    world: World, runs: InMemoryRuns, consolidation: ConsolidationService, memory_id: str
+) -> None:
+    original = world.records.remember(ALICE, memory_id, fact("v1")).record
+    rewritten = world.records.revise(ALICE, memory_id, original.id, {"content": "by the run"}).record
+    run = finished_run(world, runs, memory_id, [Change(original.id, "superseded", original.chain_id)])
+    by_alice = world.records.revise(ALICE, memory_id, rewritten.id, {"content": "by alice"}).record
+
+    consolidation.revert(ALICE, memory_id, run.id)
+    assert active(world, memory_id) == [("fact", "by alice", {})]
+    assert world.records.get(ALICE, memory_id, by_alice.id).record.status == "active"
