@@ -199,6 +199,7 @@ class Op:
     call: Call
     check: Check | None = None
     after: After | None = None
+    unseen: tuple[int, str | None] = (404, "memory_not_found")  # the answer to a caller that holds nothing
 
 
 def _check_get(world: World, who: str, node: str, answer: requests.Response) -> str | None:
@@ -304,6 +305,62 @@ CREATE_OPS = [
 ]
 
 
+# A harness's list (§9): each cell works on a harness of its own, arranged by alice (who holds delete
+# everywhere, so she reads every entry back). Adding, changing or removing an entry needs delete on its
+# memory; sending it unchanged needs only to see it; an entry the caller cannot see is kept, unseen.
+
+
+def _attach(client: Client, harness: str, *entries: dict[str, Any]) -> requests.Response:
+    return client.put(f"/v1/harnesses/{harness}/memories", {"memories": list(entries)})
+
+
+def _entry(world: World, node: str, access: str = R) -> dict[str, Any]:
+    return {"memory_id": world.ids[node], "access": access, "default": False}
+
+
+def _attached_by_alice(world: World, node: str) -> str:
+    harness = "hm-" + secrets.token_hex(6)
+    arranged = _attach(world.alice, harness, _entry(world, node))
+    assert arranged.status_code == 200, arranged.text
+    return harness
+
+
+def _listed_for_alice(world: World, answer: requests.Response) -> list[dict[str, Any]]:
+    listed = world.alice.get(f"/v1/harnesses/{answer.json()['harness_id']}/memories")
+    return listed.json()["memories"] if listed.status_code == 200 else []
+
+
+def _check_list(answered: Callable[[World, str, str], list[dict[str, Any]]],
+                stored: Callable[[World, str, str], list[dict[str, Any]]]) -> Check:
+    def check(world: World, who: str, node: str, answer: requests.Response) -> str | None:
+        got = (answer.json()["memories"], _listed_for_alice(world, answer))
+        want = (answered(world, who, node), stored(world, who, node))
+        return None if got == want else f"answered and stored {got}, want {want}"
+
+    return check
+
+
+def _readable_by(who: str, node: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return entries if D in privileges_of(who, node) else []
+
+
+HARNESS_LIST_OPS = [
+    Op("attach_entry", D, 200,
+       lambda w, c, n: _attach(c, "hm-" + secrets.token_hex(6), _entry(w, n)),
+       _check_list(lambda w, who, n: [_entry(w, n)], lambda w, who, n: [_entry(w, n)])),
+    Op("change_entry", D, 200,
+       lambda w, c, n: _attach(c, _attached_by_alice(w, n), _entry(w, n, W)),
+       _check_list(lambda w, who, n: [_entry(w, n, W)], lambda w, who, n: [_entry(w, n, W)])),
+    Op("resend_entry", None, 200,
+       lambda w, c, n: _attach(c, _attached_by_alice(w, n), _entry(w, n)),
+       _check_list(lambda w, who, n: _readable_by(who, n, [_entry(w, n)]), lambda w, who, n: [_entry(w, n)])),
+    Op("detach_entry", D, 200,
+       lambda w, c, n: _attach(c, _attached_by_alice(w, n)),
+       _check_list(lambda w, who, n: [], lambda w, who, n: [] if sees(who, n) else [_entry(w, n)]),
+       unseen=(200, None)),
+]
+
+
 def expected_outcome(who: str, node: str, needs: str | None, success: int) -> tuple[int, str | None]:
     held = privileges_of(who, node)
     if not held:
@@ -314,7 +371,7 @@ def expected_outcome(who: str, node: str, needs: str | None, success: int) -> tu
 
 
 def run_cell(world: World, who: str, node: str, op: Op) -> str | None:
-    want = expected_outcome(who, node, op.needs, op.success)
+    want = expected_outcome(who, node, op.needs, op.success) if sees(who, node) else op.unseen
     answer = op.call(world, world.clients[who], node)
     got = outcome(answer)
     if got != want:
@@ -329,7 +386,9 @@ def run_cell(world: World, who: str, node: str, op: Op) -> str | None:
 
 
 @pytest.mark.parametrize(
-    "ops", [READ_OPS, WRITE_OPS, DELETE_OPS, CREATE_OPS], ids=["read-ops", "write-ops", "delete-ops", "create-ops"]
+    "ops",
+    [READ_OPS, WRITE_OPS, DELETE_OPS, CREATE_OPS, HARNESS_LIST_OPS],
+    ids=["read-ops", "write-ops", "delete-ops", "create-ops", "harness-list-ops"],
 )
 def test_authorization_matrix(world: World, ops: list[Op]) -> None:
     mismatches = [
@@ -339,6 +398,31 @@ def test_authorization_matrix(world: World, ops: list[Op]) -> None:
         for node in TREE
         if (problem := run_cell(world, who, node, op)) is not None
     ]
+    assert not mismatches, "\n" + "\n".join(mismatches)
+
+
+def test_who_reads_a_harness_list(world: World, outsiders: dict[str, Client]) -> None:
+    """GET as each principal of a harness with every node attached: the harness itself (hank) reads the
+    entries on memories it can see; anyone else those on memories where it holds delete; a caller that
+    may read none is told nothing is attached, exactly as for a harness that has no list."""
+    everything = [_entry(world, node) for node in TREE]
+    assert_outcome(_attach(world.alice, "h1", *everything), 200)
+    # Attaching granted hank read on every node; without those on private and notes he no longer sees them.
+    for node in ("private", "notes"):
+        grant = next(g for g in world.alice.get(world.path(node, "/grants")).json()["data"]
+                     if g["principal"] == "harness:h1" and g["memory_id"] == world.ids[node])
+        assert_outcome(world.alice.delete(world.path(node, f"/grants/{grant['id']}")), 200)
+    expected = {who: [_entry(world, n) for n in TREE if D in privileges_of(who, n)] for who in PRINCIPALS}
+    expected["hank"] = [_entry(world, n) for n in TREE if n not in ("private", "notes")]
+    mismatches = []
+    for who, client in {**world.clients, **outsiders}.items():
+        want = expected.get(who, [])
+        answer = client.get("/v1/harnesses/h1/memories")
+        got = answer.json()["memories"] if answer.status_code == 200 else []
+        if not want and outcome(answer) != (404, "memories_not_attached"):
+            mismatches.append(f"{who}: want 404 memories_not_attached, got {outcome(answer)}")
+        elif want and (answer.status_code, got) != (200, want):
+            mismatches.append(f"{who}: want {want}, got {answer.status_code} {answer.text[:160]}")
     assert not mismatches, "\n" + "\n".join(mismatches)
 
 

@@ -1,8 +1,16 @@
 """Attaching memories to a harness (§9): attaching is granting, and access only narrows.
 
-An entry the harness already holds is attached as it is; one it does not hold is granted by the
-same call when the caller may change that memory's grants (delete), and refused otherwise. The list
-and any grants it needs are written in one transaction."""
+Who may do what with a harness's list (the server decides, never the client):
+
+- Reading: the harness itself reads every entry on a memory it can see. Anyone else reads the entries
+  on memories where it holds delete, the privilege that changes grants: listing grants already needs
+  it, and attaching is granting. Reading nothing is memories_not_attached, as when nothing is attached.
+- Changing: a PUT replaces the caller's view of the list, which is the entries on memories it can see.
+  An entry added, removed or changed needs delete on its memory; an unchanged one needs only
+  visibility. An entry on a memory the caller cannot see is kept as it is and never named to it.
+
+Grants the harness lacks for an entry the caller adds or changes are written with the list, in one
+transaction."""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from uhp_memories.domain.access import AccessView
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import (
     DomainError,
@@ -24,6 +33,8 @@ from uhp_memories.domain.models import Caller, Grant
 HARNESS_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 ACCESS_PRIVILEGES = {"read": ("read",), "write": ("read", "write")}
 MAX_ATTACHED = 50
+# Changing an entry is granting (or ungranting a starting point), so it takes what changing grants takes.
+CHANGE_PRIVILEGE = "delete"
 
 
 class MemoriesNotAttached(DomainError):
@@ -32,6 +43,15 @@ class MemoriesNotAttached(DomainError):
 
     def __init__(self, harness_id: str) -> None:
         super().__init__(f"harness {harness_id} has no memories attached")
+
+
+class HiddenDefault(MemoryForbidden):
+    """The harness's default sits on a memory the caller cannot see, and the caller names another.
+
+    The message names no memory: it tells only that there is a default the caller may not change."""
+
+    def __init__(self) -> None:
+        DomainError.__init__(self, "the harness's default is a memory you may not change")
 
 
 @dataclass(frozen=True)
@@ -58,28 +78,68 @@ class HarnessService:
         self._attachments = attachments
 
     def attach(self, caller: Caller, harness_id: str, entries: Sequence[Attachment]) -> list[Attachment]:
+        """Replace the caller's view of the list with `entries`; answer what the caller may read of the
+        result (possibly nothing: an empty answer, not memories_not_attached)."""
         harness = _harness_caller(caller, harness_id)
-        if len(entries) > MAX_ATTACHED:
-            raise MemoryInvalid(f"a harness has at most {MAX_ATTACHED} memories attached")
-        if sum(1 for e in entries if e.default) > 1:
-            raise MemoryInvalid("at most one entry may be the default")
-        if len({e.memory_id for e in entries}) != len(entries):
-            raise MemoryInvalid("a memory is attached at most once")
+        _check_shape(entries)
         mine = self._ports.access(caller)
+        for entry in entries:
+            mine.visible(entry.memory_id)  # 404 for a memory it cannot see, before anything is compared
+        seen, hidden = self._split(mine, self._attachments.get(caller.tenant, harness_id) or [])
+        named = {e.memory_id for e in entries}
+        changed = [e for e in entries if seen.get(e.memory_id) != e]
+        removed = [s for s in seen.values() if s.memory_id not in named]
+        for entry in (*changed, *removed):
+            if CHANGE_PRIVILEGE not in mine.privileges(entry.memory_id):
+                raise MemoryForbidden(CHANGE_PRIVILEGE)
+        if any(e.default for e in entries) and any(h.default for h in hidden):
+            raise HiddenDefault()
+        result = [*entries, *hidden]
+        if len(result) > MAX_ATTACHED:
+            # Counts the entries kept out of the caller's view too: this refusal tells that some exist.
+            raise MemoryInvalid(f"a harness has at most {MAX_ATTACHED} memories attached")
+        grants = self._grants_for(caller, harness, changed)
+        try:
+            self._attachments.replace(caller.tenant, harness_id, result, grants)
+        except TreeChanged as changed_tree:
+            raise MemoryNotFound(str(changed_tree)) from None
+        return _readable(caller, harness, mine, result)
+
+    def attached(self, caller: Caller, harness_id: str) -> list[Attachment]:
+        """The harness's entries the caller may read; none is indistinguishable from none attached."""
+        harness = _harness_caller(caller, harness_id)
+        found = self._attachments.get(caller.tenant, harness_id) or []
+        readable = _readable(caller, harness, self._ports.access(caller), found)
+        if not readable:
+            raise MemoriesNotAttached(harness_id)
+        return readable
+
+    @staticmethod
+    def _split(mine: AccessView, stored: Sequence[Attachment]) -> tuple[dict[str, Attachment], list[Attachment]]:
+        """The stored entries the caller can see (by memory), and those it cannot, which stay as they are.
+
+        An entry on a memory that no longer exists is neither: it is dropped, or a deleted default
+        would block every later default and dead entries would fill the list forever."""
+        seen: dict[str, Attachment] = {}
+        hidden: list[Attachment] = []
+        for entry in stored:
+            if mine.memory(entry.memory_id) is None:
+                continue
+            if mine.can_see(entry.memory_id):
+                seen[entry.memory_id] = entry
+            else:
+                hidden.append(entry)
+        return seen, hidden
+
+    def _grants_for(self, caller: Caller, harness: Caller, changed: Sequence[Attachment]) -> list[Grant]:
+        """Grants for what the harness lacks on the entries the caller adds or changes (it holds delete on
+        each). An unchanged entry gets none: re-sending it must not undo a grant revoked since."""
         theirs = self._ports.access(harness)
         grants: list[Grant] = []
-        for entry in entries:
-            if entry.access not in ACCESS_PRIVILEGES:
-                raise MemoryInvalid("access is read or write")
-            if entry.default and entry.access != "write":
-                raise MemoryInvalid("the default memory is where the harness writes: its access must be write")
-            mine.visible(entry.memory_id)
+        for entry in changed:
             needed = ACCESS_PRIVILEGES[entry.access]
-            missing = [p for p in needed if p not in theirs.privileges(entry.memory_id)]
-            if not missing:
+            if all(p in theirs.privileges(entry.memory_id) for p in needed):
                 continue
-            if "delete" not in mine.privileges(entry.memory_id):
-                raise MemoryForbidden("delete")
             grants.append(
                 Grant(
                     tenant=caller.tenant,
@@ -91,21 +151,28 @@ class HarnessService:
                     created_by=caller.principal,
                 )
             )
-        try:
-            self._attachments.replace(caller.tenant, harness_id, list(entries), grants)
-        except TreeChanged as changed:
-            raise MemoryNotFound(str(changed)) from None
-        return list(entries)
+        return grants
 
-    def attached(self, caller: Caller, harness_id: str) -> list[Attachment]:
-        """The harness's memories, as far as the caller may see them."""
-        _harness_caller(caller, harness_id)
-        found = self._attachments.get(caller.tenant, harness_id)
-        access = self._ports.access(caller)
-        visible = [a for a in found or [] if access.can_see(a.memory_id)]
-        if not visible:
-            raise MemoriesNotAttached(harness_id)
-        return visible
+
+def _check_shape(entries: Sequence[Attachment]) -> None:
+    if len(entries) > MAX_ATTACHED:
+        raise MemoryInvalid(f"a harness has at most {MAX_ATTACHED} memories attached")
+    if sum(1 for e in entries if e.default) > 1:
+        raise MemoryInvalid("at most one entry may be the default")
+    if len({e.memory_id for e in entries}) != len(entries):
+        raise MemoryInvalid("a memory is attached at most once")
+    for entry in entries:
+        if entry.access not in ACCESS_PRIVILEGES:
+            raise MemoryInvalid("access is read or write")
+        if entry.default and entry.access != "write":
+            raise MemoryInvalid("the default memory is where the harness writes: its access must be write")
+
+
+def _readable(caller: Caller, harness: Caller, access: AccessView, entries: Sequence[Attachment]) -> list[Attachment]:
+    """The harness reads the entries on memories it can see; anyone else those where it holds delete."""
+    if caller.principal == harness.principal:
+        return [e for e in entries if access.can_see(e.memory_id)]
+    return [e for e in entries if CHANGE_PRIVILEGE in access.privileges(e.memory_id)]
 
 
 def _harness_caller(caller: Caller, harness_id: str) -> Caller:

@@ -1,0 +1,247 @@
+"""§9: who may read and who may change a harness's list of memories, over the in-memory fakes.
+
+Reading: the harness itself reads every entry on a memory it can see; anyone else reads the entries on
+memories where it holds delete. Changing: an entry added, removed or changed needs delete on its
+memory; an entry on a memory the caller cannot see is kept as it is and never shown to it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from tests.unit.conftest import World, caller
+from uhp_memories.adapters.inmemory import InMemoryAttachmentRepository, InMemoryMemoryRepository
+from uhp_memories.domain.errors import MemoryForbidden, MemoryInvalid, MemoryNotFound
+from uhp_memories.domain.harnesses import (
+    MAX_ATTACHED,
+    Attachment,
+    HarnessService,
+    HiddenDefault,
+    MemoriesNotAttached,
+)
+
+ALICE = caller("user:alice")
+BOB = caller("user:bob")
+DAVE = caller("user:dave")  # holds nothing
+HARNESS = caller("harness:chrn_1")
+
+
+@dataclass
+class Setup:
+    world: World
+    harnesses: HarnessService
+    repo: InMemoryAttachmentRepository
+
+    def memory(self, name: str, restricted: bool = False) -> str:
+        return self.world.memories.create(ALICE, name=name, restricted=restricted).memory.id
+
+    def stored(self, harness_id: str = "chrn_1") -> list[Attachment] | None:
+        return self.repo.get("acme", harness_id)
+
+    def harness_grants(self, memory_id: str, principal: str = "harness:chrn_1") -> list[tuple[str, ...]]:
+        return [tuple(g.privileges) for g in self.world.grants.list(ALICE, memory_id)
+                if g.principal == principal and g.memory_id == memory_id]
+
+
+@pytest.fixture
+def setup(world: World) -> Setup:
+    memories = world.ports.memories
+    assert isinstance(memories, InMemoryMemoryRepository)
+    repo = InMemoryAttachmentRepository(memories)
+    return Setup(world, HarnessService(world.ports, repo), repo)
+
+
+def read(memory_id: str) -> Attachment:
+    return Attachment(memory_id, "read")
+
+
+def default(memory_id: str) -> Attachment:
+    return Attachment(memory_id, "write", default=True)
+
+
+# -- reading ----------------------------------------------------------------------------------------
+
+
+def test_a_caller_reads_only_the_entries_on_memories_where_it_holds_delete(setup: Setup) -> None:
+    owned, readable = setup.memory("Bob may change"), setup.memory("Bob reads")
+    setup.world.grants.create(ALICE, owned, "user:bob", ["delete"])
+    setup.world.grants.create(ALICE, readable, "user:bob", ["read", "write", "create"])
+    setup.harnesses.attach(ALICE, "chrn_1", [read(owned), read(readable)])
+    assert setup.harnesses.attached(ALICE, "chrn_1") == [read(owned), read(readable)]
+    assert setup.harnesses.attached(BOB, "chrn_1") == [read(owned)]
+
+
+def test_the_harness_reads_every_entry_on_a_memory_it_can_see(setup: Setup) -> None:
+    kept, revoked = setup.memory("Kept"), setup.memory("Revoked")
+    setup.harnesses.attach(ALICE, "chrn_1", [read(kept), read(revoked)])
+    assert setup.harnesses.attached(HARNESS, "chrn_1") == [read(kept), read(revoked)]
+    grant = next(g for g in setup.world.grants.list(ALICE, revoked) if g.principal == "harness:chrn_1")
+    setup.world.grants.delete(ALICE, revoked, grant.id)
+    assert setup.harnesses.attached(HARNESS, "chrn_1") == [read(kept)]
+
+
+def test_a_caller_that_may_read_no_entry_is_told_nothing_is_attached(setup: Setup) -> None:
+    shared = setup.memory("Shared")
+    setup.world.grants.create(ALICE, shared, "user:bob", ["read"])
+    setup.harnesses.attach(ALICE, "chrn_1", [read(shared)])
+    for who, harness_id in ((BOB, "chrn_1"), (DAVE, "chrn_1"), (ALICE, "chrn_never_attached")):
+        with pytest.raises(MemoriesNotAttached) as refused:
+            setup.harnesses.attached(who, harness_id)
+        assert refused.value.message == f"harness {harness_id} has no memories attached"
+    with pytest.raises(MemoriesNotAttached):
+        setup.harnesses.attached(caller("user:alice", tenant="other"), "chrn_1")
+
+
+# -- changing ---------------------------------------------------------------------------------------
+
+
+def test_a_principal_that_holds_nothing_cannot_empty_a_harness_list(setup: Setup) -> None:
+    memory = setup.memory("Team")
+    setup.harnesses.attach(ALICE, "chrn_1", [default(memory)])
+    assert setup.harnesses.attach(DAVE, "chrn_1", []) == []
+    assert setup.stored() == [default(memory)]
+
+
+def test_a_principal_of_another_tenant_cannot_touch_the_list(setup: Setup) -> None:
+    memory = setup.memory("Team")
+    setup.harnesses.attach(ALICE, "chrn_1", [read(memory)])
+    mallory = caller("user:alice", tenant="other")
+    with pytest.raises(MemoryNotFound):
+        setup.harnesses.attach(mallory, "chrn_1", [read(memory)])
+    assert setup.harnesses.attach(mallory, "chrn_1", []) == []
+    assert setup.stored() == [read(memory)]
+
+
+def test_a_reader_without_delete_may_not_add_remove_or_change_an_entry(setup: Setup) -> None:
+    attached, other = setup.memory("Attached"), setup.memory("Other")
+    for memory_id in (attached, other):
+        setup.world.grants.create(ALICE, memory_id, "user:bob", ["read", "write", "create"])
+    setup.harnesses.attach(ALICE, "chrn_1", [read(attached)])
+    for entries in (
+        [],  # removes the entry
+        [Attachment(attached, "write")],  # changes its access
+        [default(attached)],  # makes it the default
+        [read(attached), read(other)],  # adds one
+    ):
+        with pytest.raises(MemoryForbidden) as refused:
+            setup.harnesses.attach(BOB, "chrn_1", entries)
+        assert refused.value.message == "this operation needs the 'delete' privilege on the memory"
+    assert setup.stored() == [read(attached)]
+
+
+def test_adding_an_entry_the_harness_already_holds_still_needs_delete(setup: Setup) -> None:
+    memory = setup.memory("Team")
+    setup.world.grants.create(ALICE, memory, "harness:chrn_1", ["read", "write"])
+    setup.world.grants.create(ALICE, memory, "user:bob", ["read"])
+    with pytest.raises(MemoryForbidden):
+        setup.harnesses.attach(BOB, "chrn_1", [default(memory)])
+    assert setup.stored() is None
+
+
+def test_an_unchanged_entry_needs_only_visibility(setup: Setup) -> None:
+    readable, owned = setup.memory("Bob reads"), setup.memory("Bob may change")
+    setup.world.grants.create(ALICE, readable, "user:bob", ["read"])
+    setup.world.grants.create(ALICE, owned, "user:bob", ["delete"])
+    setup.harnesses.attach(ALICE, "chrn_1", [read(readable)])
+    answer = setup.harnesses.attach(BOB, "chrn_1", [read(readable), default(owned)])
+    # The answer lists only what bob may read: the entry he changed, not the one he only sees.
+    assert answer == [default(owned)]
+    assert setup.stored() == [read(readable), default(owned)]
+
+
+def test_naming_a_memory_the_caller_cannot_see_is_not_found(setup: Setup) -> None:
+    hidden = setup.memory("Alice only")
+    with pytest.raises(MemoryNotFound):
+        setup.harnesses.attach(BOB, "chrn_1", [read(hidden)])
+    setup.harnesses.attach(ALICE, "chrn_1", [read(hidden)])
+    # Naming it as it is stored is refused the same way: unchanged needs visibility.
+    with pytest.raises(MemoryNotFound):
+        setup.harnesses.attach(BOB, "chrn_1", [read(hidden)])
+    with pytest.raises(MemoryNotFound):
+        setup.harnesses.attach(BOB, "chrn_1", [read("hmem_" + "0" * 32)])
+    assert setup.stored() == [read(hidden)]
+
+
+def test_entries_on_memories_the_caller_cannot_see_are_kept_and_never_shown(setup: Setup) -> None:
+    private, shared, bobs = setup.memory("Private", restricted=True), setup.memory("Shared"), setup.memory("Bob's")
+    for memory_id in (shared, bobs):
+        setup.world.grants.create(ALICE, memory_id, "user:bob", ["read", "delete"])
+    setup.harnesses.attach(ALICE, "chrn_1", [read(private), read(shared)])
+    assert setup.harnesses.attached(BOB, "chrn_1") == [read(shared)]
+    # Bob replaces his view (shared) with bobs; the private entry stays where he cannot see it.
+    assert setup.harnesses.attach(BOB, "chrn_1", [read(bobs)]) == [read(bobs)]
+    assert setup.stored() == [read(bobs), read(private)]
+    assert setup.harnesses.attach(BOB, "chrn_1", []) == []
+    assert setup.stored() == [read(private)]
+    with pytest.raises(MemoriesNotAttached):
+        setup.harnesses.attached(BOB, "chrn_1")
+
+
+def test_a_hidden_default_cannot_be_replaced_and_the_refusal_names_no_memory(setup: Setup) -> None:
+    private, bobs = setup.memory("Private", restricted=True), setup.memory("Bob's")
+    setup.world.grants.create(ALICE, bobs, "user:bob", ["read", "write", "delete"])
+    setup.harnesses.attach(ALICE, "chrn_1", [default(private)])
+    with pytest.raises(HiddenDefault) as refused:
+        setup.harnesses.attach(BOB, "chrn_1", [default(bobs)])
+    assert isinstance(refused.value, MemoryForbidden)
+    assert (refused.value.code, refused.value.status) == ("memory_forbidden", 403)
+    assert refused.value.message == "the harness's default is a memory you may not change"
+    assert not refused.value.details
+    assert setup.stored() == [default(private)]
+    # Without a default of his own, bob's entry joins the list and the hidden default stays.
+    assert setup.harnesses.attach(BOB, "chrn_1", [Attachment(bobs, "write")]) == [Attachment(bobs, "write")]
+    assert setup.stored() == [Attachment(bobs, "write"), default(private)]
+
+
+def test_a_visible_default_moves_only_with_delete_on_it(setup: Setup) -> None:
+    first, second = setup.memory("First"), setup.memory("Second")
+    setup.world.grants.create(ALICE, first, "user:bob", ["read", "write"])
+    setup.world.grants.create(ALICE, second, "user:bob", ["read", "write", "delete"])
+    setup.harnesses.attach(ALICE, "chrn_1", [default(first)])
+    with pytest.raises(MemoryForbidden):
+        setup.harnesses.attach(BOB, "chrn_1", [Attachment(first, "write"), default(second)])
+    setup.world.grants.create(ALICE, first, "user:bob", ["delete"])
+    assert setup.harnesses.attach(BOB, "chrn_1", [Attachment(first, "write"), default(second)]) == [
+        Attachment(first, "write"), default(second)]
+
+
+def test_the_limit_counts_the_entries_kept_out_of_the_callers_view(setup: Setup) -> None:
+    private = setup.memory("Private", restricted=True)
+    setup.harnesses.attach(ALICE, "chrn_1", [read(private)])
+    bobs = [setup.memory(f"Bob's {n}") for n in range(MAX_ATTACHED)]
+    for memory_id in bobs:
+        setup.world.grants.create(ALICE, memory_id, "user:bob", ["delete"])
+    with pytest.raises(MemoryInvalid):
+        setup.harnesses.attach(BOB, "chrn_1", [read(m) for m in bobs])
+    assert len(setup.harnesses.attach(BOB, "chrn_1", [read(m) for m in bobs[1:]])) == MAX_ATTACHED - 1
+    assert len(setup.stored() or []) == MAX_ATTACHED
+
+
+def test_an_entry_on_a_deleted_memory_is_dropped_and_blocks_no_default(setup: Setup) -> None:
+    gone, bobs = setup.memory("Gone"), setup.memory("Bob's")
+    setup.world.grants.create(ALICE, bobs, "user:bob", ["read", "write", "delete"])
+    setup.harnesses.attach(ALICE, "chrn_1", [default(gone)])
+    setup.world.memories.delete(ALICE, gone)
+    assert setup.harnesses.attach(BOB, "chrn_1", [default(bobs)]) == [default(bobs)]
+    assert setup.stored() == [default(bobs)]
+
+
+# -- grants ----------------------------------------------------------------------------------------
+
+
+def test_an_added_or_changed_entry_grants_what_the_harness_lacks(setup: Setup) -> None:
+    memory = setup.memory("Team")
+    setup.harnesses.attach(ALICE, "chrn_1", [read(memory)])
+    assert setup.harness_grants(memory) == [("read",)]
+    setup.harnesses.attach(ALICE, "chrn_1", [default(memory)])
+    assert sorted(setup.harness_grants(memory)) == [("read",), ("read", "write")]
+
+
+def test_resending_an_unchanged_entry_does_not_undo_a_revoked_grant(setup: Setup) -> None:
+    memory = setup.memory("Team")
+    setup.harnesses.attach(ALICE, "chrn_1", [read(memory)])
+    grant = next(g for g in setup.world.grants.list(ALICE, memory) if g.principal == "harness:chrn_1")
+    setup.world.grants.delete(ALICE, memory, grant.id)
+    assert setup.harnesses.attach(ALICE, "chrn_1", [read(memory)]) == [read(memory)]
+    assert setup.harness_grants(memory) == []
