@@ -6,16 +6,17 @@ cumulative time of the handler module is kept. Usage: python bench/import_times.
 from __future__ import annotations
 
 import statistics
-import subprocess
 import sys
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.lambda_env import run_like_lambda
 from uhp_memories.api.routes import FUNCTIONS
 
 
 def cold_import_us(module: str) -> int:
-    answer = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True, check=True
-    )
+    answer = run_like_lambda(["-X", "importtime", "-c", f"import {module}"])
     for line in answer.stderr.splitlines():
         parts = [p.strip() for p in line.split("|")]
         if len(parts) == 3 and parts[2] == module:

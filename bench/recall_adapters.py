@@ -2,11 +2,12 @@
 
 The OpenSearch adapter runs over the in-process stand-in of the contract tests
 (tests/contract/opensearch_fake.py: exact k-NN, BM25 without stemming), with the same MiniLM vectors,
-so the figures check that the adapter fuses what the embedded engine does (relative fusion, episode
-context read from the log around its best candidates, exact similarity for what the words found);
-they are not OpenSearch's own. Slow (the stand-in is pure Python): a sample of questions.
+so the figures check that the adapter retrieves what the embedded engine does (both are ranked by
+search/ranking.py: relative fusion, episode context read from the log around every candidate, exact
+similarity for what the words found); they are not OpenSearch's own. Slow (the stand-in is pure
+Python): a sample of questions.
 
-    python bench/recall_adapters.py [--conversation N] [--questions N] [--reach N]
+    python bench/recall_adapters.py [--conversation N] [--questions N]
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from uhp_memories.domain.timefmt import format_ms  # noqa: E402
 from uhp_memories.search.embedded import EmbeddedSearchIndex  # noqa: E402
 from uhp_memories.search.minilm import MiniLmEmbedder  # noqa: E402
 from uhp_memories.search.ports import Fusion, SearchDocument, SearchRequest  # noqa: E402
+from uhp_memories.search.ranking import rank  # noqa: E402
 
 T0 = 1_700_000_000_000
 PER_OBSERVE = 20  # episodes sharing one written_at, as one observe call writes them
@@ -38,10 +40,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversation", type=int, default=0)
     parser.add_argument("--questions", type=int, default=40)
-    parser.add_argument("--reach", type=int, default=opensearch.CONTEXT_CANDIDATES_MIN,
-                        help="candidates whose log OpenSearch reads (default: the adapter's)")
     args = parser.parse_args()
-    opensearch.CONTEXT_CANDIDATES_MIN = args.reach
     conversation = locomo.load_locomo(locomo.DEFAULT_DATA)[args.conversation]
     embedder = MiniLmEmbedder()
     vectors = embedder.embed([t.content for t in conversation.turns])
@@ -74,10 +73,10 @@ def main() -> int:
     for question in questions:
         vector = embedder.embed([question.text])[0]
         for name, (index, fusion) in runs.items():
-            hits = index.search(SearchRequest("t", "m", vector=vector, text=question.text, limit=10, fusion=fusion))
+            hits = rank(index, SearchRequest("t", "m", vector=vector, text=question.text, limit=10, fusion=fusion))
             ranked = {dia_of[h.record_id] for h in hits}
             found[name].append(len(question.evidence & ranked) / len(question.evidence))
-    print(f"conversation {args.conversation}, {len(questions)} questions, reach {args.reach}: R@10")
+    print(f"conversation {args.conversation}, {len(questions)} questions: R@10")
     for name, shares in found.items():
         print(f"  {name:24} {sum(shares) / len(shares):.3f}")
     print(f"  ({time.perf_counter() - start:.0f} s)")

@@ -59,7 +59,7 @@ class LambdaEntry:
 # API functions read and write the main table; those with write routes keep Idempotency-Key answers.
 API = Access(main_table=True, idempotency_table=True)
 
-# The recall engine (uhp_memories.bootstrap.aws_recall_engine) is built lazily, on the first call that
+# The recall engine (uhp_memories.bootstrap.build_recall_engine) is built lazily, on the first call that
 # needs it: only functions that index, search or remove documents use the domain, and only those that
 # embed (new record text, a recall query) invoke the model.
 RECALL = Access(main_table=True, idempotency_table=True, search=True, embeddings=True)

@@ -23,7 +23,7 @@ class Layout:
 
     @property
     def workflows_dir(self) -> Path:
-        return self.functions_dir / "workflows"
+        return self.core_package_dir / "workflows"  # package data of uhp_memories (docs/decisions.md)
 
     @property
     def core_package_dir(self) -> Path:

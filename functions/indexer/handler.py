@@ -23,7 +23,6 @@ index up. Nothing here logs content: event ids, counts and error types only.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,15 +30,11 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from uhp_memories import bootstrap
-from uhp_memories.adapters.dynamodb.items import from_dynamo, record_from
+from uhp_memories.adapters.dynamodb.items import RECORD_ENTITY, from_dynamo, record_from
+from uhp_memories.adapters.dynamodb.keys import parse_record_key
 from uhp_memories.domain.models import RecordVersion
 
 logger = Logger(service="uhp-memories-indexer")
-
-RECORD_ENTITY = "record"
-# Keys of a record item (uhp_memories.adapters.dynamodb.keys): PK T#{tenant}#M#{memory}, SK R#{record}.
-_MEMORY_PK = re.compile(r"^T#(?P<tenant>.+)#M#(?P<memory_id>[^#]+)$")
-_RECORD_SK = re.compile(r"^R#(?P<record_id>[^#]+)$")
 
 
 class UnreadableChange(ValueError):
@@ -84,26 +79,25 @@ def read_change(record: Mapping[str, Any]) -> Change | None:
             raise UnreadableChange(f"a record item that does not read: {type(error).__name__}") from None
         return Change("index", version.tenant, version.memory_id, version.id, version)
     if event == "REMOVE":
+        # A removed record item is known by its keys (the old image holds them too, when it is kept).
         old = data.get("OldImage")
         if old:
             item = from_dynamo(old)
             if item.get("entity") != RECORD_ENTITY:
                 return None
-            try:
-                return Change("erase", str(item["tenant"]), str(item["memory_id"]), str(item["id"]))
-            except KeyError as error:
-                raise UnreadableChange(f"a removed record item without {error}") from None
+            change = _removed_by_keys(item)
+            if change is None:
+                raise UnreadableChange("a removed record item whose keys do not read")
+            return change
         return _removed_by_keys(from_dynamo(data.get("Keys") or {}))
     return None
 
 
 def _removed_by_keys(keys: Mapping[str, Any]) -> Change | None:
-    """Without an old image, a record item is known by its keys alone."""
-    memory = _MEMORY_PK.match(str(keys.get("PK", "")))
-    record = _RECORD_SK.match(str(keys.get("SK", "")))
-    if memory is None or record is None:
+    record = parse_record_key(str(keys.get("PK", "")), str(keys.get("SK", "")))
+    if record is None:
         return None
-    return Change("erase", memory["tenant"], memory["memory_id"], record["record_id"])
+    return Change("erase", record.tenant, record.memory_id, record.record_id)
 
 
 class Indexer:

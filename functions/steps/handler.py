@@ -1,59 +1,134 @@
-"""The tasks of the state machines in functions/workflows/. Each handler is its own Lambda (CDK
-points each at `functions.steps.handler.<name>`); each is idempotent, so a retry does no harm.
-The state carries ids and filters only, never record content."""
+"""The tasks of the state machines in uhp_memories/workflows/. Each handler is its own Lambda (CDK
+points each at `functions.steps.handler.<name>`, the name uhp_memories.workflows.STEPS gives it);
+each is idempotent, so a retry does no harm.
 
+A handler is an adapter, like an API route: it parses the state into its input model
+(uhp_memories.workflows.state), calls one service method with domain values, and returns the output
+model that lands at its task's ResultPath. The state carries ids and filters only, never record content."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from uhp_memories import bootstrap
+from uhp_memories.domain.consolidation import ConsolidationService
+from uhp_memories.domain.removal import RemovalService
 from uhp_memories.workflows import STEPS
+from uhp_memories.workflows import state as s
 
 
-def _run(step: str, event: dict[str, Any]) -> Any:
-    return getattr(bootstrap.container().removal, step)(event)
+@dataclass(frozen=True)
+class Step[In: BaseModel]:
+    """One task: the model its state is parsed into, and what it runs. Called as a Lambda handler."""
+
+    name: str
+    input: type[In]
+    run: Callable[[In], BaseModel]
+
+    def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return self.run(self.input.model_validate(event)).model_dump(mode="json")
 
 
-def consolidate(event: dict[str, Any], context: Any) -> Any:
-    return bootstrap.container().consolidation.consolidate(event)
+# step handler name (STEPS' values) -> its step
+REGISTRY: dict[str, Step[Any]] = {}
 
 
-def record_consolidation_failure(event: dict[str, Any], context: Any) -> Any:
-    return bootstrap.container().consolidation.record_failure(event)
+def step[In: BaseModel](input_model: type[In]) -> Callable[[Callable[[In], BaseModel]], Step[In]]:
+    """Register a function as the step of its name, reading its state as `input_model`."""
+
+    def register(run: Callable[[In], BaseModel]) -> Step[In]:
+        registered = Step(run.__name__, input_model, run)
+        REGISTRY[registered.name] = registered
+        return registered
+
+    return register
 
 
-def resolve_erase_targets(event: dict[str, Any], context: Any) -> Any:
-    return _run("resolve_erase_targets", event)
+def _removal() -> RemovalService:
+    return bootstrap.container().removal
 
 
-def erase_from_index(event: dict[str, Any], context: Any) -> Any:
-    return _run("erase_from_index", event)
+def _consolidation() -> ConsolidationService:
+    return bootstrap.container().consolidation
 
 
-def erase_files(event: dict[str, Any], context: Any) -> Any:
-    return _run("erase_files", event)
+# -- erase -----------------------------------------------------------------------------------
 
 
-def erase_cached_responses(event: dict[str, Any], context: Any) -> Any:
-    return _run("erase_cached_responses", event)
+@step(s.EraseStarted)
+def resolve_erase_targets(state: s.EraseStarted) -> s.TargetsState:
+    targets = _removal().resolve_erase_targets(state.tenant, state.memory_id, state.record_ids, state.filters)
+    return s.TargetsState.of(targets)
 
 
-def erase_records(event: dict[str, Any], context: Any) -> Any:
-    return _run("erase_records", event)
+@step(s.EraseResolved)
+def erase_from_index(state: s.EraseResolved) -> s.IndexErased:
+    erased = _removal().erase_from_index(state.tenant, state.targets.to_domain().versions)
+    return s.IndexErased(index="erased" if erased else "none")
 
 
-def finish_erase(event: dict[str, Any], context: Any) -> Any:
-    return _run("finish_erase", event)
+@step(s.EraseResolved)
+def erase_files(state: s.EraseResolved) -> s.FilesErased:
+    return s.FilesErased(object_versions=_removal().erase_files(state.tenant, state.targets.to_domain()))
 
 
-def record_failure(event: dict[str, Any], context: Any) -> Any:
-    return _run("fail", event)
+@step(s.EraseResolved)
+def erase_cached_responses(state: s.EraseResolved) -> s.ResponsesErased:
+    return s.ResponsesErased(responses=_removal().erase_cached_responses(state.targets.to_domain()))
 
 
-def purge_subtree(event: dict[str, Any], context: Any) -> Any:
-    return _run("purge_subtree", event)
+@step(s.EraseResolved)
+def erase_records(state: s.EraseResolved) -> s.RecordsErased:
+    return s.RecordsErased(chains=_removal().erase_records(state.tenant, state.targets.to_domain().chains))
 
 
-def finish_delete(event: dict[str, Any], context: Any) -> Any:
-    return _run("finish_delete", event)
+@step(s.EraseResolved)
+def finish_erase(state: s.EraseResolved) -> s.JobStepDone:
+    job = _removal().finish_erase(state.tenant, state.job_id, state.targets.to_domain().versions)
+    return s.JobStepDone(status=job.status)
 
 
-assert set(STEPS.values()) <= set(globals()), "every step named in workflows.STEPS has a handler"
+@step(s.JobFailed)
+def record_failure(state: s.JobFailed) -> s.JobStepDone:
+    """Erase and delete alike."""
+    versions = state.targets.to_domain().versions if state.targets is not None else ()
+    job = _removal().record_failure(state.tenant, state.job_id, versions, state.error_name)
+    return s.JobStepDone(status=job.status)
+
+
+# -- delete ----------------------------------------------------------------------------------
+
+
+@step(s.DeleteStarted)
+def purge_subtree(state: s.DeleteStarted) -> s.SubtreePurged:
+    return s.SubtreePurged(memories=len(_removal().purge_subtree(state.tenant, state.memory_id)))
+
+
+@step(s.DeleteStarted)
+def finish_delete(state: s.DeleteStarted) -> s.JobStepDone:
+    return s.JobStepDone(status=_removal().finish_delete(state.tenant, state.job_id).status)
+
+
+# -- consolidation ---------------------------------------------------------------------------
+
+
+@step(s.ConsolidationStarted)
+def consolidate(state: s.ConsolidationStarted) -> s.PassDone:
+    run = _consolidation().consolidate(state.tenant, state.memory_id, state.run_id)
+    return s.PassDone(status=run.status if run is not None else "missing")
+
+
+@step(s.ConsolidationFailed)
+def record_consolidation_failure(state: s.ConsolidationFailed) -> s.PassDone:
+    _consolidation().record_failure(state.tenant, state.memory_id, state.run_id, state.error_name)
+    return s.PassDone(status="failed")
+
+
+# A step the ASL names without a handler would fail only when an execution reaches it; a handler
+# no state machine names would be a Lambda nothing invokes. Both fail the import instead.
+if set(REGISTRY) != set(STEPS.values()):
+    raise RuntimeError(f"steps without a handler or handlers without a step: {set(REGISTRY) ^ set(STEPS.values())}")

@@ -26,6 +26,7 @@ from infra.constructs.search import Search
 from infra.constructs.workflows import Workflows
 from infra.layout import AUTHORIZER, Layout
 from infra.nag import acknowledge
+from uhp_memories.adapters.dynamodb.items import RECORD_ENTITY
 from uhp_memories.adapters.dynamodb.schema import MAIN_TABLE
 
 TIMEOUTS = {
@@ -45,7 +46,6 @@ FILES_PURGE_BUCKET_ACTIONS = ("s3:ListBucketVersions",)
 STREAM_BATCH_SIZE = 100
 STREAM_BATCHING_WINDOW = Duration.seconds(5)
 STREAM_RETRY_ATTEMPTS = 10
-RECORD_ENTITY = "record"  # uhp_memories.adapters.dynamodb.items.record_item
 
 
 class ServiceFunctions(Construct):

@@ -3,8 +3,8 @@ asset per function package.
 
 Dependencies are installed by pip for the Lambda platform (manylinux2014 aarch64, CPython 3.13,
 wheels only), so a laptop or CI without Docker builds the same layer Lambda runs. The core layer
-leaves out what only runs on a developer's machine: uhp_memories.local (moto) and
-uhp_memories.admin (the operator CLI).
+leaves out what no deployed function runs: uhp_memories.local (moto), uhp_memories.admin (the
+operator CLI) and uhp_memories.harness (the a13n-harness client side).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ ARCHITECTURE = lambda_.Architecture.ARM_64
 PIP_PLATFORM = "manylinux2014_aarch64"
 PIP_PYTHON_VERSION = "3.13"
 
-# Never shipped to Lambda: caches, build metadata, and the core package's local-only subpackages.
+# Never shipped to Lambda: caches, build metadata, and the core package's local- and client-only subpackages.
 IGNORED_NAMES = ("__pycache__", "*.pyc", "*.pyo", "*.egg-info", ".DS_Store")
-CORE_EXCLUDED_SUBPACKAGES = ("local", "admin")
+CORE_EXCLUDED_SUBPACKAGES = ("local", "admin", "harness")
 
 
 @jsii.implements(ILocalBundling)

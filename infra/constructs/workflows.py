@@ -1,5 +1,6 @@
-"""Step Functions state machines: one per functions/workflows/*.asl.json present (the same files local
-mode runs on moto). No folder, or no files, means no state machines.
+"""Step Functions state machines: one per *.asl.json in the workflows folder (Layout.workflows_dir: the
+package data of uhp_memories.workflows, the same files local mode runs on moto). No folder, or no
+files, means no state machines.
 
 A definition names each task's Lambda as a substitution, `"Resource": "${EraseRecords}"`;
 uhp_memories.workflows.STEPS maps the substitution to its step handler, whose Lambda's ARN CDK
@@ -78,7 +79,7 @@ class Workflows(Construct):
         unknown = [name for name in used if name not in steps]
         if unknown:
             raise UnknownStep(
-                f"functions/workflows/{path.name} names {unknown}, which no step handler implements "
+                f"uhp_memories/workflows/{path.name} names {unknown}, which no step handler implements "
                 f"(uhp_memories.workflows.STEPS knows {sorted(steps)})"
             )
         scope = Construct(self, _pascal(workflow))
@@ -101,7 +102,7 @@ class Workflows(Construct):
             # Every event, never execution data: a state's input and output can carry record content.
             logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
             tracing_enabled=True,
-            comment=f"uhp-memories {self._config.name}: functions/workflows/{path.name}",
+            comment=f"uhp-memories {self._config.name}: uhp_memories/workflows/{path.name}",
         )
         if used:
             machine.add_to_role_policy(
@@ -125,7 +126,7 @@ class Workflows(Construct):
         environment."""
         if workflow not in self.state_machines:
             raise UnknownStep(
-                f"{function.name} starts workflow {workflow!r}, but functions/workflows/ defines "
+                f"{function.name} starts workflow {workflow!r}, but uhp_memories/workflows/ defines "
                 f"{sorted(self.state_machines) or 'none'}"
             )
         machine = self.state_machines[workflow]

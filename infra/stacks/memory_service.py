@@ -21,25 +21,13 @@ from infra.constructs.packaging import Packaging
 from infra.constructs.search import Search
 from infra.constructs.workflows import Workflows
 from infra.layout import REPO, Layout
+from uhp_memories import stage_outputs as outputs
 from uhp_memories.api.routes import ROUTES
 from uhp_memories.workflows import STEPS, WORKFLOWS
 
-# Output names the admin CLI reads (uhp_memories.admin.target).
-OUTPUTS = (
-    "ApiUrl",
-    "RestApiId",
-    "ApiStageName",
-    "MainTableName",
-    "KeysTableName",
-    "IdempotencyTableName",
-    "FilesBucketName",
-    "AlarmTopicArn",
-    "TenantRateLimit",
-    "TenantBurstLimit",
-    "TenantQuotaPerMonth",
-)
-# With a search domain (`uhp-memories reindex` reads them).
-SEARCH_OUTPUTS = ("SearchEndpoint", "SearchIndexName", "SearchIndexReplicas", "EmbeddingModelId", "EmbeddingDimensions")
+# Output names (uhp_memories.stage_outputs): the admin CLI reads them, local mode mirrors them.
+OUTPUTS = outputs.OUTPUTS
+SEARCH_OUTPUTS = outputs.SEARCH_OUTPUTS
 
 
 class MemoryServiceStack(Stack):
@@ -115,24 +103,25 @@ class MemoryServiceStack(Stack):
     def _outputs(self) -> None:
         api, data = self.api, self.data
         values = {
-            "ApiUrl": api.rest_api.url,
-            "RestApiId": api.rest_api.rest_api_id,
-            "ApiStageName": api.stage.stage_name,
-            "MainTableName": data.main_table.table_name,
-            "KeysTableName": data.keys_table.table_name,
-            "IdempotencyTableName": data.idempotency_table.table_name,
-            "FilesBucketName": data.files_bucket.bucket_name,
-            "AlarmTopicArn": self.monitoring.topic.topic_arn,
-            "TenantRateLimit": str(self.config.api.tenant_rate),
-            "TenantBurstLimit": str(self.config.api.tenant_burst),
-            "TenantQuotaPerMonth": str(self.config.api.tenant_quota_per_month),
+            outputs.API_URL: api.rest_api.url,
+            outputs.REST_API_ID: api.rest_api.rest_api_id,
+            outputs.API_STAGE_NAME: api.stage.stage_name,
+            outputs.MAIN_TABLE_NAME: data.main_table.table_name,
+            outputs.KEYS_TABLE_NAME: data.keys_table.table_name,
+            outputs.IDEMPOTENCY_TABLE_NAME: data.idempotency_table.table_name,
+            outputs.FILES_BUCKET_NAME: data.files_bucket.bucket_name,
+            outputs.ALARM_TOPIC_ARN: self.monitoring.topic.topic_arn,
+            outputs.TENANT_RATE_LIMIT: str(self.config.api.tenant_rate),
+            outputs.TENANT_BURST_LIMIT: str(self.config.api.tenant_burst),
+            outputs.TENANT_QUOTA_PER_MONTH: str(self.config.api.tenant_quota_per_month),
         }
         if self.search is not None:
-            # What `uhp-memories reindex --stack` needs to open the index as the functions do.
-            values["SearchEndpoint"] = self.search.url
-            values["SearchIndexName"] = self.config.search.index_name
-            values["SearchIndexReplicas"] = str(self.config.search.replicas)
-            values["EmbeddingModelId"] = self.config.embeddings.model_id
-            values["EmbeddingDimensions"] = str(self.config.embeddings.dimensions)
+            values |= {
+                outputs.SEARCH_ENDPOINT: self.search.url,
+                outputs.SEARCH_INDEX_NAME: self.config.search.index_name,
+                outputs.SEARCH_INDEX_REPLICAS: str(self.config.search.replicas),
+                outputs.EMBEDDING_MODEL_ID: self.config.embeddings.model_id,
+                outputs.EMBEDDING_DIMENSIONS: str(self.config.embeddings.dimensions),
+            }
         for name, value in values.items():
             CfnOutput(self, name, value=value)

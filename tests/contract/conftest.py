@@ -1,55 +1,195 @@
-"""Contract tests: one suite per port, run against every adapter (in-memory fakes, DynamoDB on moto)."""
+"""Contract tests: one suite per port, run against every adapter (the in-memory fakes of tests/fakes,
+DynamoDB, S3 on moto). Each fixture here is parametrized over the adapters of one port or of the ports
+that share one table; a suite's tests take the fixture and so run once per adapter."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
-from uhp_memories.adapters.inmemory import InMemoryMemoryRepository, InMemoryRecordRepository
-from uhp_memories.ports import MemoryRepository, RecordRepository
+from tests.fakes import (
+    InMemoryAttachmentRepository,
+    InMemoryCachedResponses,
+    InMemoryFileRepository,
+    InMemoryJobRepository,
+    InMemoryKeyRepository,
+    InMemoryMemoryRepository,
+    InMemoryObjectStore,
+    InMemoryQueryRepository,
+    InMemoryRecordRepository,
+    InMemoryRunRepository,
+)
+from uhp_memories.domain.consolidation import RunRepository
+from uhp_memories.domain.files import FileRepository, ObjectStore
+from uhp_memories.domain.harnesses import AttachmentRepository
+from uhp_memories.domain.jobs import JobRepository
+from uhp_memories.domain.queries import QueryRepository
+from uhp_memories.domain.removal import CachedResponses
+from uhp_memories.ports import KeyRepository, MemoryRepository, RecordRepository
+
+REGION = "us-east-1"
 
 
 @dataclass
 class Repositories:
+    """The repositories of the main table, built over one store, as the composition root builds them."""
+
     kind: str
     memories: MemoryRepository
     records: RecordRepository
+    attachments: AttachmentRepository
+    queries: QueryRepository
+    files: FileRepository
+    jobs: JobRepository
+    runs: RunRepository
 
 
-@pytest.fixture(params=["inmemory", "dynamodb"])
-def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Repositories]:
-    if request.param == "inmemory":
-        memories = InMemoryMemoryRepository()
-        yield Repositories("inmemory", memories, InMemoryRecordRepository(memories))
-        return
-
+@contextmanager
+def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # Credentials and region before any boto3 client exists, so nothing can reach real AWS.
     for name, value in (
         ("AWS_ACCESS_KEY_ID", "testing"),
         ("AWS_SECRET_ACCESS_KEY", "testing"),
         ("AWS_SECURITY_TOKEN", "testing"),
         ("AWS_SESSION_TOKEN", "testing"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
+        ("AWS_DEFAULT_REGION", REGION),
     ):
         monkeypatch.setenv(name, value)
-    import boto3
     from moto import mock_aws
 
-    from uhp_memories.adapters.dynamodb import records as dynamo_records
-    from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
-    from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
-    from uhp_memories.adapters.dynamodb.schema import MAIN_TABLE
-    from uhp_memories.adapters.dynamodb.table import DynamoTable
-
-    # Tiny query pages, so every scan here crosses DynamoDB page boundaries (LastEvaluatedKey).
-    monkeypatch.setattr(dynamo_records, "SCAN_PAGE", 2)
     with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        # A table of its own: another suite's moto session may still be running in this process.
-        name = "contract-" + uuid.uuid4().hex[:12]
+        yield
+
+
+def unique_name(purpose: str) -> str:
+    # A table or bucket of its own: another suite's moto session may still be running in this process.
+    return f"contract-{purpose}-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=["inmemory", "dynamodb"])
+def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Repositories]:
+    if request.param == "inmemory":
+        memories = InMemoryMemoryRepository()
+        yield Repositories(
+            "inmemory",
+            memories,
+            InMemoryRecordRepository(memories),
+            InMemoryAttachmentRepository(memories),
+            InMemoryQueryRepository(memories),
+            InMemoryFileRepository(),
+            InMemoryJobRepository(memories),
+            InMemoryRunRepository(memories),
+        )
+        return
+
+    with moto(monkeypatch):
+        import boto3
+
+        from uhp_memories.adapters.dynamodb import records as dynamo_records
+        from uhp_memories.adapters.dynamodb.files import DynamoFileRepository
+        from uhp_memories.adapters.dynamodb.harnesses import DynamoAttachmentRepository
+        from uhp_memories.adapters.dynamodb.jobs import DynamoJobRepository
+        from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
+        from uhp_memories.adapters.dynamodb.queries import DynamoQueryRepository
+        from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
+        from uhp_memories.adapters.dynamodb.runs import DynamoRunRepository
+        from uhp_memories.adapters.dynamodb.schema import MAIN_TABLE
+        from uhp_memories.adapters.dynamodb.table import DynamoTable
+
+        # Tiny query pages, so every scan here crosses DynamoDB page boundaries (LastEvaluatedKey).
+        monkeypatch.setattr(dynamo_records, "SCAN_PAGE", 2)
+        client = boto3.client("dynamodb", region_name=REGION)
+        name = unique_name("main")
         client.create_table(**MAIN_TABLE.create_table_kwargs(name))
         table = DynamoTable(client, name)
-        yield Repositories("dynamodb", DynamoMemoryRepository(table), DynamoRecordRepository(table))
+        yield Repositories(
+            "dynamodb",
+            DynamoMemoryRepository(table),
+            DynamoRecordRepository(table),
+            DynamoAttachmentRepository(table),
+            DynamoQueryRepository(table),
+            DynamoFileRepository(table),
+            DynamoJobRepository(table),
+            DynamoRunRepository(table),
+        )
+
+
+@pytest.fixture(params=["inmemory", "dynamodb"])
+def keys(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[KeyRepository]:
+    if request.param == "inmemory":
+        yield InMemoryKeyRepository()
+        return
+    with moto(monkeypatch):
+        import boto3
+
+        from uhp_memories.adapters.dynamodb.apikeys import DynamoKeyRepository
+        from uhp_memories.adapters.dynamodb.schema import KEYS_TABLE
+
+        client = boto3.client("dynamodb", region_name=REGION)
+        name = unique_name("keys")
+        client.create_table(**KEYS_TABLE.create_table_kwargs(name))
+        yield DynamoKeyRepository(client, name)
+
+
+@pytest.fixture(params=["inmemory", "s3"])
+def objects(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[ObjectStore]:
+    if request.param == "inmemory":
+        yield InMemoryObjectStore()
+        return
+    with moto(monkeypatch):
+        import boto3
+        from botocore.config import Config
+
+        from uhp_memories.adapters.s3 import S3ObjectStore
+
+        client = boto3.client("s3", region_name=REGION, config=Config(signature_version="s3v4"))
+        bucket = unique_name("files")
+        client.create_bucket(Bucket=bucket)
+        client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        yield S3ObjectStore(client, bucket)
+
+
+@dataclass
+class KeptResponses:
+    """The kept idempotent responses, and how a test plants one (as a request answered would)."""
+
+    responses: CachedResponses
+    keep: Callable[[str, str], None]
+    count: Callable[[], int]
+
+
+@pytest.fixture(params=["inmemory", "dynamodb"])
+def kept(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[KeptResponses]:
+    if request.param == "inmemory":
+        fake = InMemoryCachedResponses()
+        yield KeptResponses(fake, fake.keep, lambda: len(fake.responses))
+        return
+    with moto(monkeypatch):
+        import boto3
+
+        from uhp_memories.adapters.dynamodb.idempotency import DynamoCachedResponses
+        from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE
+
+        client = boto3.client("dynamodb", region_name=REGION)
+        name = unique_name("idempotency")
+        client.create_table(**IDEMPOTENCY_TABLE.create_table_kwargs(name))
+
+        def keep(key: str, data: str) -> None:
+            # The item Powertools' persistence layer writes once a request completed.
+            item: dict[str, Any] = {
+                "id": {"S": key},
+                "status": {"S": "COMPLETED"},
+                "expiration": {"N": "4102444800"},
+                "data": {"S": data},
+            }
+            client.put_item(TableName=name, Item=item)
+
+        def count() -> int:
+            return int(client.scan(TableName=name, Select="COUNT")["Count"])
+
+        yield KeptResponses(DynamoCachedResponses(client, name), keep, count)

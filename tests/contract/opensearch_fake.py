@@ -152,8 +152,15 @@ class _Index:
             )
         if "sort" not in body:
             scored.sort(key=lambda hit: -hit[1])
+        # Sorted by fields alone, OpenSearch scores nothing unless asked to (`track_scores`): _score is null.
+        sorts = [next(iter(key)) for key in body.get("sort", [{"_score": "desc"}])]
+        keep_score = "_score" in sorts or body.get("track_scores") is True
         hits = [
-            {"_id": doc_id, "_score": score, "_source": {k: src.get(k) for k in body.get("_source", src)}}
+            {
+                "_id": doc_id,
+                "_score": score if keep_score else None,
+                "_source": {k: src.get(k) for k in body.get("_source", src)},
+            }
             for doc_id, score, src in scored[: body.get("size", 10)]
         ]
         return {"hits": {"total": {"value": len(scored)}, "hits": hits}, "status": 200}

@@ -19,6 +19,7 @@ from uhp_memories.search.embedded import EmbeddedSearchIndex
 from uhp_memories.search.hashing import HashingEmbedder
 from uhp_memories.search.opensearch import OpenSearchIndex
 from uhp_memories.search.ports import CONTEXT, Fusion, SearchDocument, SearchIndex, SearchRequest
+from uhp_memories.search.ranking import rank
 
 EMBEDDER = HashingEmbedder(64)
 TENANT, MEMORY = "acme", "hmem_" + "a" * 32
@@ -93,9 +94,9 @@ def index(request: pytest.FixtureRequest) -> Iterator[SearchIndex]:
 def test_an_episode_is_lifted_by_the_turn_before_it(index: SearchIndex) -> None:
     index.index(conversation())
     request = {"text": "did they see the old lighthouse on the cape together"}
-    plain = ids(index.search(ask(**request, fusion=NO_CONTEXT)))
+    plain = ids(rank(index, ask(**request, fusion=NO_CONTEXT)))
     assert plain.index(rid(10)) < plain.index(rid(21))  # equal matches on their own: the id decides
-    hits = index.search(ask(**request))
+    hits = rank(index, ask(**request))
     assert ids(hits)[:2] == [rid(20), rid(21)]  # the answer comes right after its question
     assert CONTEXT in hits[1].why
     assert CONTEXT not in hits[0].why
@@ -104,23 +105,42 @@ def test_an_episode_is_lifted_by_the_turn_before_it(index: SearchIndex) -> None:
 
 def test_context_never_returns_a_document_without_a_signal_of_its_own(index: SearchIndex) -> None:
     index.index(conversation())
-    found = set(ids(index.search(ask(text="lighthouse together", limit=100))))
+    found = set(ids(rank(index, ask(text="lighthouse together", limit=100))))
     assert rid(22) not in found  # next to both matches, but matches nothing itself
     assert found == {rid(20), rid(21), rid(10)}
 
 
 def test_records_other_than_episodes_are_read_alone(index: SearchIndex) -> None:
     index.index(conversation(type="fact"))
-    hits = ids(index.search(ask(text="when did they see the lighthouse together")))
+    hits = ids(rank(index, ask(text="when did they see the lighthouse together")))
     assert hits.index(rid(10)) < hits.index(rid(21))
 
 
 def test_a_neighbour_the_filter_excludes_lifts_nothing(index: SearchIndex) -> None:
     index.index(conversation())
     bob = {"field": "attributes.speaker", "op": "eq", "value": "bob"}
-    hits = index.search(ask(text="when did they see the lighthouse together", filters=bob))
+    hits = rank(index, ask(text="when did they see the lighthouse together", filters=bob))
     assert ids(hits)[:2] == [rid(10), rid(21)]
     assert all(CONTEXT not in h.why for h in hits)
+
+
+def test_the_window_counts_only_the_episodes_the_request_admits(index: SearchIndex) -> None:
+    """Between a question and its answer, two turns of another speaker: with a filter on the
+    speaker they are skipped (the answer is next to its question), without one they are a gap."""
+    bob = {"speaker": "bob"}
+    index.index([
+        doc(20, "bob: did you ever see the old lighthouse on the cape", written=1, attributes=bob),
+        doc(30, "carol: filler number0 about nothing much", written=2, attributes={"speaker": "carol"}),
+        doc(31, "carol: filler number1 about nothing much", written=2, attributes={"speaker": "carol"}),
+        doc(21, "bob: yes we went there together last summer", written=3, attributes=bob),
+        *[doc(40 + n, f"bob: filler number{n} about nothing much", written=4, attributes=bob) for n in range(3)],
+        doc(10, "bob: yes we went there together last winter", written=9, attributes=bob),
+    ])
+    words = {"text": "did they see the old lighthouse on the cape together"}
+    only_bob = ids(rank(index, ask(**words, filters={"field": "attributes.speaker", "op": "eq", "value": "bob"})))
+    assert only_bob.index(rid(21)) < only_bob.index(rid(10))  # lifted by the question, two places back
+    everyone = ids(rank(index, ask(**words)))
+    assert everyone.index(rid(10)) < everyone.index(rid(21))  # three places back: out of the window
 
 
 def test_the_log_follows_write_order_through_late_writes_and_erase(index: SearchIndex) -> None:
@@ -130,11 +150,11 @@ def test_the_log_follows_write_order_through_late_writes_and_erase(index: Search
     fillers = [doc(30 + n, f"carol: filler number{n} about nothing much", written=2) for n in range(8)]
     request = ask(text="when did they see the lighthouse together")
     index.index([answer, *fillers, decoy])
-    assert ids(index.search(request))[:2] == [rid(10), rid(21)]  # loads the memory's log
+    assert ids(rank(index, request))[:2] == [rid(10), rid(21)]  # loads the memory's log
     index.index([question])  # written before the rest, indexed after it (a replayed stream)
-    assert ids(index.search(request))[:2] == [rid(20), rid(21)]
+    assert ids(rank(index, request))[:2] == [rid(20), rid(21)]
     index.delete(TENANT, MEMORY, [rid(20)])
-    assert ids(index.search(request))[:2] == [rid(10), rid(21)]
+    assert ids(rank(index, request))[:2] == [rid(10), rid(21)]
 
 
 def test_a_document_the_words_found_is_scored_by_meaning_too(index: SearchIndex) -> None:
@@ -143,7 +163,7 @@ def test_a_document_the_words_found_is_scored_by_meaning_too(index: SearchIndex)
         doc(2, "acme discount", written=2, type="fact"),
         doc(3, "unrelated words entirely", written=3, type="fact"),
     ])
-    hits = index.search(ask(query="acme renewal", text="discount", fusion=Fusion(candidates=1)))
+    hits = rank(index, ask(query="acme renewal", text="discount", fusion=Fusion(candidates=1)))
     by_id = {h.record_id: h for h in hits}
     assert set(by_id) == {rid(1), rid(2)}
     assert by_id[rid(2)].why == ("query", "text")  # below the query signal's cut, still scored by it
@@ -152,7 +172,7 @@ def test_a_document_the_words_found_is_scored_by_meaning_too(index: SearchIndex)
 
 def test_relative_fusion_scores_a_first_place_everywhere_as_one(index: SearchIndex) -> None:
     index.index([doc(1, "acme renewal", written=1, type="fact"), doc(2, "acme", written=2, type="fact")])
-    hits = index.search(ask(query="acme renewal", text="acme renewal"))
+    hits = rank(index, ask(query="acme renewal", text="acme renewal"))
     assert ids(hits) == [rid(1), rid(2)]
     assert hits[0].score == pytest.approx(1.0)
     assert 0 < hits[1].score < 1
@@ -161,7 +181,7 @@ def test_relative_fusion_scores_a_first_place_everywhere_as_one(index: SearchInd
 def test_reciprocal_rank_fusion_is_still_there(index: SearchIndex) -> None:
     index.index([doc(1, "acme renewal", written=1, type="fact"), doc(2, "acme", written=2, type="fact")])
     rrf = Fusion(method="rrf", k=60.0, context_weight=0.0)
-    hits = index.search(ask(query="acme renewal", text="acme renewal", fusion=rrf))
+    hits = rank(index, ask(query="acme renewal", text="acme renewal", fusion=rrf))
     assert ids(hits) == [rid(1), rid(2)]
     assert hits[0].score == pytest.approx(1.0)
     assert hits[1].score == pytest.approx(61 / 62)

@@ -29,6 +29,7 @@ from uhp_memories.domain.timefmt import format_ms
 from uhp_memories.search import EmbeddingModelMismatch, Fusion, RecallEngine, SearchDocument, SearchRequest
 from uhp_memories.search.hashing import HashingEmbedder
 from uhp_memories.search.ports import SearchIndex
+from uhp_memories.search.ranking import rank
 
 EMBEDDER = HashingEmbedder(64)
 TENANT, OTHER_TENANT = "acme", "globex"
@@ -156,10 +157,10 @@ def test_text_finds_the_documents_with_the_words_and_says_text(index: SearchInde
             doc(3, "Acme asked about the discount twice, discount again"),
         ]
     )
-    hits = index.search(ask(text="discount"))
+    hits = rank(index, ask(text="discount"))
     assert set(ids(hits)) == {rid(1), rid(3)}
     assert all(h.why == ("text",) and h.signals["text"] > 0 for h in hits)
-    assert index.search(ask(text="zebra")) == []
+    assert rank(index, ask(text="zebra")) == []
 
 
 def test_query_ranks_by_similarity_and_says_query(index: SearchIndex) -> None:
@@ -170,7 +171,7 @@ def test_query_ranks_by_similarity_and_says_query(index: SearchIndex) -> None:
             doc(3, "acme renewal"),
         ]
     )
-    hits = index.search(ask(query="acme renewal"))
+    hits = rank(index, ask(query="acme renewal"))
     assert ids(hits)[0] == rid(3)
     assert ids(hits)[1] == rid(1)
     assert rid(2) not in ids(hits)  # no word in common: similarity 0 is not a match
@@ -188,7 +189,7 @@ def test_query_and_text_together_put_what_both_found_first(index: SearchIndex) -
             doc(4, "unrelated words entirely"),
         ]
     )
-    hits = index.search(ask(query="acme renewal march", text="discount"))
+    hits = rank(index, ask(query="acme renewal march", text="discount"))
     assert ids(hits)[0] == rid(1)
     assert hits[0].why == ("query", "text")
     assert set(ids(hits)) == {rid(1), rid(2), rid(3)}
@@ -204,15 +205,15 @@ def test_filters_alone_rank_newest_first_and_say_filters(index: SearchIndex) -> 
             doc(4, "d", attributes={"account": "acme"}, written=2),
         ]
     )
-    hits = index.search(ask(filters={"field": "attributes.account", "op": "eq", "value": "acme"}))
+    hits = rank(index, ask(filters={"field": "attributes.account", "op": "eq", "value": "acme"}))
     assert ids(hits) == [rid(2), rid(4), rid(1)]
     assert all(h.why == ("filters",) for h in hits)
-    assert ids(index.search(ask(types=("fact",), limit=2))) == [rid(2), rid(4)]
+    assert ids(rank(index, ask(types=("fact",), limit=2))) == [rid(2), rid(4)]
 
 
 def test_limit_cuts_and_scores_descend(index: SearchIndex) -> None:
     index.index([doc(n, f"apple number{n} " + "apple " * n) for n in range(1, 8)])
-    hits = index.search(ask(text="apple", query="apple", limit=3))
+    hits = rank(index, ask(text="apple", query="apple", limit=3))
     assert len(hits) == 3
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert all(0 < h.score <= 1 for h in hits)
@@ -220,9 +221,9 @@ def test_limit_cuts_and_scores_descend(index: SearchIndex) -> None:
 
 def test_a_document_without_vector_is_found_by_text_and_filters_only(index: SearchIndex) -> None:
     index.index([doc(1, "quiet note about acme", embed=False), doc(2, "acme note")])
-    assert ids(index.search(ask(query="acme note"))) == [rid(2)]
-    assert set(ids(index.search(ask(text="acme")))) == {rid(1), rid(2)}
-    assert set(ids(index.search(ask(types=("fact",))))) == {rid(1), rid(2)}
+    assert ids(rank(index, ask(query="acme note"))) == [rid(2)]
+    assert set(ids(rank(index, ask(text="acme")))) == {rid(1), rid(2)}
+    assert set(ids(rank(index, ask(types=("fact",))))) == {rid(1), rid(2)}
 
 
 # -- isolation ---------------------------------------------------------------------------------
@@ -244,7 +245,7 @@ def test_no_signal_ever_reaches_another_memory_or_tenant(index: SearchIndex) -> 
         ask(include="all"),
         ask(query="secret", text="plan", filters={"or": [{"field": "type", "value": "fact"}]}),
     ):
-        assert ids(index.search(request)) == [rid(1)], request
+        assert ids(rank(index, request)) == [rid(1)], request
 
 
 THIRD_MEMORY = "hmem_" + "d" * 32
@@ -265,16 +266,16 @@ def test_a_search_of_several_memories_ranks_them_on_one_scale_and_reaches_no_oth
         ask(query="acme renewal march", also=(OTHER_MEMORY,)),
         ask(query="acme renewal march", text="acme renewal march", also=(OTHER_MEMORY,)),
     ):
-        hits = index.search(request)
+        hits = rank(index, request)
         assert ids(hits) == [rid(1), rid(2), rid(3)], request
         # The other memory's best is a weak match of the whole search, not a first place of its own.
         assert hits[2].score < hits[1].score < hits[0].score
         assert [h.memory_id for h in hits] == [MEMORY, MEMORY, OTHER_MEMORY]
-    alone = index.search(ask(text="acme renewal march", memory_id=OTHER_MEMORY))
+    alone = rank(index, ask(text="acme renewal march", memory_id=OTHER_MEMORY))
     assert ids(alone) == [rid(3)]
     assert alone[0].memory_id == OTHER_MEMORY
     assert alone[0].score == pytest.approx(1.0)  # searched alone, it is its memory's first place
-    newest = index.search(ask(also=(OTHER_MEMORY,), limit=3))
+    newest = rank(index, ask(also=(OTHER_MEMORY,), limit=3))
     assert set(ids(newest)) == {rid(1), rid(2), rid(3)}
 
 
@@ -293,8 +294,8 @@ def test_get_checks_the_tenant_and_the_memory(index: SearchIndex) -> None:
 
 
 def test_a_search_of_an_empty_or_unknown_memory_finds_nothing(index: SearchIndex) -> None:
-    assert index.search(ask(text="anything", query="anything")) == []
-    assert index.search(ask(memory_id="hmem_" + "c" * 32)) == []
+    assert rank(index, ask(text="anything", query="anything")) == []
+    assert rank(index, ask(memory_id="hmem_" + "c" * 32)) == []
 
 
 # -- versions: include and as_of ---------------------------------------------------------------
@@ -312,9 +313,9 @@ def chain_of_three() -> list[SearchDocument]:
 
 def test_include_active_keeps_current_active_versions_and_all_adds_the_rest(index: SearchIndex) -> None:
     index.index(chain_of_three())
-    assert ids(index.search(ask(text="plan"))) == [rid(9)]
-    assert set(ids(index.search(ask(text="plan", include="all")))) == {rid(1), rid(2), rid(9)}
-    assert set(ids(index.search(ask(query="plan version", include="all")))) == {rid(1), rid(2), rid(9)}
+    assert ids(rank(index, ask(text="plan"))) == [rid(9)]
+    assert set(ids(rank(index, ask(text="plan", include="all")))) == {rid(1), rid(2), rid(9)}
+    assert set(ids(rank(index, ask(query="plan version", include="all")))) == {rid(1), rid(2), rid(9)}
 
 
 @pytest.mark.parametrize(
@@ -333,22 +334,22 @@ def test_as_of_reads_the_memory_as_it_stood(
 ) -> None:
     index.index(chain_of_three())
     for signals in ({}, {"text": "plan"}, {"query": "plan version"}):
-        got = set(ids(index.search(ask(as_of=at(moment), **signals))))
+        got = set(ids(rank(index, ask(as_of=at(moment), **signals))))
         assert got == {rid(n) for n in active}, (signals, moment)
-        got_all = set(ids(index.search(ask(as_of=at(moment), include="all", **signals))))
+        got_all = set(ids(rank(index, ask(as_of=at(moment), include="all", **signals))))
         assert got_all == {rid(n) for n in every}, (signals, moment)
 
 
 def test_as_of_filters_see_a_later_close_as_not_yet_happened(index: SearchIndex) -> None:
     index.index(chain_of_three())
     still_open = {"field": "time.invalidated_at", "op": "exists", "value": False}
-    assert set(ids(index.search(ask(as_of=at(25), include="all", filters=still_open)))) == {rid(2), rid(9)}
-    assert set(ids(index.search(ask(include="all", filters=still_open)))) == {rid(9)}
+    assert set(ids(rank(index, ask(as_of=at(25), include="all", filters=still_open)))) == {rid(2), rid(9)}
+    assert set(ids(rank(index, ask(include="all", filters=still_open)))) == {rid(9)}
     closed_by_25 = {"field": "time.invalidated_at", "op": "lte", "value": at(25)}
-    assert ids(index.search(ask(as_of=at(25), include="all", filters=closed_by_25))) == [rid(1)]
+    assert ids(rank(index, ask(as_of=at(25), include="all", filters=closed_by_25))) == [rid(1)]
     closed_at_30 = {"field": "time.invalidated_at", "op": "eq", "value": at(30)}
-    assert ids(index.search(ask(as_of=at(25), include="all", filters=closed_at_30))) == []
-    assert ids(index.search(ask(include="all", filters=closed_at_30))) == [rid(2)]
+    assert ids(rank(index, ask(as_of=at(25), include="all", filters=closed_at_30))) == []
+    assert ids(rank(index, ask(include="all", filters=closed_at_30))) == [rid(2)]
 
 
 # -- filters inside every signal, before the cut -------------------------------------------------
@@ -359,7 +360,7 @@ def test_filters_apply_inside_the_vector_signal_before_its_top_k(index: SearchIn
     index.index([*crowd, doc(99, "acme renewal in the spring", attributes={"account": "acme"})])
     narrow = Fusion(candidates=5)
     flt = {"field": "attributes.account", "op": "eq", "value": "acme"}
-    hits = index.search(ask(query="acme renewal march", filters=flt, limit=1, fusion=narrow))
+    hits = rank(index, ask(query="acme renewal march", filters=flt, limit=1, fusion=narrow))
     assert ids(hits) == [rid(99)]
     assert hits[0].why == ("query", "filters")
 
@@ -368,17 +369,17 @@ def test_filters_apply_inside_the_text_signal_before_its_top_k(index: SearchInde
     crowd = [doc(n, "renewal renewal renewal", type="note") for n in range(1, 31)]
     index.index([*crowd, doc(99, "renewal mentioned once among many other words here", type="fact")])
     narrow = Fusion(candidates=5)
-    assert ids(index.search(ask(text="renewal", types=("fact",), limit=1, fusion=narrow))) == [rid(99)]
+    assert ids(rank(index, ask(text="renewal", types=("fact",), limit=1, fusion=narrow))) == [rid(99)]
     flt = {"field": "type", "op": "ne", "value": "note"}
-    assert ids(index.search(ask(text="renewal", filters=flt, limit=1, fusion=narrow))) == [rid(99)]
+    assert ids(rank(index, ask(text="renewal", filters=flt, limit=1, fusion=narrow))) == [rid(99)]
 
 
 def test_visibility_applies_inside_the_signals_before_their_top_k(index: SearchIndex) -> None:
     closed = [doc(n, "acme renewal march", status="superseded", invalidated=5) for n in range(1, 31)]
     index.index([*closed, doc(99, "acme renewal, said once")])
     narrow = Fusion(candidates=5)
-    assert ids(index.search(ask(query="acme renewal march", limit=1, fusion=narrow))) == [rid(99)]
-    assert ids(index.search(ask(text="march renewal", limit=1, fusion=narrow))) == [rid(99)]
+    assert ids(rank(index, ask(query="acme renewal march", limit=1, fusion=narrow))) == [rid(99)]
+    assert ids(rank(index, ask(text="march renewal", limit=1, fusion=narrow))) == [rid(99)]
 
 
 def test_equal_text_scores_keep_the_lowest_record_ids_whatever_the_write_order(index: SearchIndex) -> None:
@@ -387,7 +388,7 @@ def test_equal_text_scores_keep_the_lowest_record_ids_whatever_the_write_order(i
     index.index(same)
     index.index([doc(n, "renewal notes", status="superseded", invalidated=50) for n in range(25, 40)])
     narrow = Fusion(candidates=5)
-    assert ids(index.search(ask(text="renewal", limit=5, fusion=narrow))) == [rid(n) for n in range(1, 6)]
+    assert ids(rank(index, ask(text="renewal", limit=5, fusion=narrow))) == [rid(n) for n in range(1, 6)]
 
 
 # -- the filter language: the same answers as domain/filters.matches ----------------------------
@@ -534,9 +535,9 @@ def test_every_signal_filters_exactly_as_the_domain_matches(
     want = expected(docs, raw, include, as_of)
     wide = Fusion(candidates=1000, min_similarity=None)
     common = {"filters": raw, "include": include, "as_of": as_of, "limit": 1000, "fusion": wide}
-    assert set(ids(index.search(ask(**common)))) == want
-    assert set(ids(index.search(ask(text="memo", **common)))) == want
-    assert set(ids(index.search(ask(query="memo", **common)))) == want
+    assert set(ids(rank(index, ask(**common)))) == want
+    assert set(ids(rank(index, ask(text="memo", **common)))) == want
+    assert set(ids(rank(index, ask(query="memo", **common)))) == want
 
 
 # -- writes ------------------------------------------------------------------------------------
@@ -546,13 +547,13 @@ def test_indexing_is_idempotent_and_replaces_a_version_by_id(index: SearchIndex)
     first = doc(1, "alpha words", attributes={"k": 1})
     index.index([first])
     index.index([first])
-    assert ids(index.search(ask(text="alpha", include="all"))) == [rid(1)]
+    assert ids(rank(index, ask(text="alpha", include="all"))) == [rid(1)]
     index.index([replace(first, text="beta words", attributes={"k": 2}, embedding=EMBEDDER.embed(["beta"])[0])])
-    assert index.search(ask(text="alpha")) == []
-    assert ids(index.search(ask(text="beta"))) == [rid(1)]
-    assert ids(index.search(ask(query="beta"))) == [rid(1)]
-    assert ids(index.search(ask(filters={"field": "attributes.k", "value": 2}))) == [rid(1)]
-    assert index.search(ask(filters={"field": "attributes.k", "value": 1})) == []
+    assert rank(index, ask(text="alpha")) == []
+    assert ids(rank(index, ask(text="beta"))) == [rid(1)]
+    assert ids(rank(index, ask(query="beta"))) == [rid(1)]
+    assert ids(rank(index, ask(filters={"field": "attributes.k", "value": 2}))) == [rid(1)]
+    assert rank(index, ask(filters={"field": "attributes.k", "value": 1})) == []
 
 
 def test_a_closed_version_never_reopens_from_a_late_image(index: SearchIndex) -> None:
@@ -563,8 +564,8 @@ def test_a_closed_version_never_reopens_from_a_late_image(index: SearchIndex) ->
     found = index.get(TENANT, MEMORY, rid(1))
     assert found is not None
     assert (found.status, found.invalidated_at) == ("forgotten", at(5))
-    assert index.search(ask(text="acme")) == []
-    assert index.search(ask(query="acme plan")) == []
+    assert rank(index, ask(text="acme")) == []
+    assert rank(index, ask(query="acme plan")) == []
 
 
 def test_revise_and_forget_move_a_record_out_of_active_reads(index: SearchIndex) -> None:
@@ -575,11 +576,11 @@ def test_revise_and_forget_move_a_record_out_of_active_reads(index: SearchIndex)
             doc(2, "acme renews in april", chain=1, written=5),
         ]
     )
-    assert ids(index.search(ask(query="acme renews"))) == [rid(2)]
-    assert ids(index.search(ask(text="march"))) == []
+    assert ids(rank(index, ask(query="acme renews"))) == [rid(2)]
+    assert ids(rank(index, ask(text="march"))) == []
     index.index([doc(2, "acme renews in april", chain=1, written=5, status="forgotten", invalidated=9)])
-    assert index.search(ask(query="acme renews")) == []
-    assert set(ids(index.search(ask(text="acme", include="all")))) == {rid(1), rid(2)}
+    assert rank(index, ask(query="acme renews")) == []
+    assert set(ids(rank(index, ask(text="acme", include="all")))) == {rid(1), rid(2)}
 
 
 def test_delete_removes_documents_from_every_signal_and_from_get(index: SearchIndex) -> None:
@@ -587,8 +588,8 @@ def test_delete_removes_documents_from_every_signal_and_from_get(index: SearchIn
     index.delete(TENANT, MEMORY, [rid(1), rid(77)])
     index.delete(TENANT, OTHER_MEMORY, [rid(2)])  # not in that memory: ignored
     assert index.get(TENANT, MEMORY, rid(1)) is None
-    assert ids(index.search(ask(text="please", query="erase me please", include="all"))) == [rid(2)]
-    assert index.search(ask(filters={"field": "attributes.k", "op": "exists", "value": True}, include="all")) == []
+    assert ids(rank(index, ask(text="please", query="erase me please", include="all"))) == [rid(2)]
+    assert rank(index, ask(filters={"field": "attributes.k", "op": "exists", "value": True}, include="all")) == []
 
 
 def test_delete_memory_removes_only_that_memory(index: SearchIndex) -> None:
@@ -600,12 +601,12 @@ def test_delete_memory_removes_only_that_memory(index: SearchIndex) -> None:
         ]
     )
     index.delete_memory(TENANT, MEMORY)
-    assert index.search(ask(text="shared", include="all")) == []
+    assert rank(index, ask(text="shared", include="all")) == []
     assert index.get(TENANT, MEMORY, rid(1)) is None
-    assert ids(index.search(ask(memory_id=OTHER_MEMORY, text="shared"))) == [rid(2)]
-    assert ids(index.search(ask(tenant=OTHER_TENANT, query="shared words"))) == [rid(3)]
+    assert ids(rank(index, ask(memory_id=OTHER_MEMORY, text="shared"))) == [rid(2)]
+    assert ids(rank(index, ask(tenant=OTHER_TENANT, query="shared words"))) == [rid(3)]
     index.index([doc(4, "shared words again")])  # the memory can be written again
-    assert ids(index.search(ask(text="shared"))) == [rid(4)]
+    assert ids(rank(index, ask(text="shared"))) == [rid(4)]
 
 
 # -- one embedding model per index ---------------------------------------------------------------
@@ -615,7 +616,7 @@ def test_vectors_of_another_size_are_refused(index: SearchIndex) -> None:
     with pytest.raises(EmbeddingModelMismatch):
         index.index([replace(doc(1, "x"), embedding=[0.1] * (EMBEDDER.dimensions + 1))])
     with pytest.raises(EmbeddingModelMismatch):
-        index.search(ask(vector=[0.1] * 3))
+        rank(index, ask(vector=[0.1] * 3))
     assert index.get(TENANT, MEMORY, rid(1)) is None
 
 
@@ -627,7 +628,7 @@ def test_an_index_refuses_to_be_opened_with_another_model(backend: Backend) -> N
     with pytest.raises(EmbeddingModelMismatch):
         backend.open(model_id=EMBEDDER.model_id, dimensions=EMBEDDER.dimensions * 2)
     again = backend.open()
-    assert ids(again.search(ask(text="kept"))) == [rid(1)]
+    assert ids(rank(again, ask(text="kept"))) == [rid(1)]
 
 
 def test_the_engine_refuses_an_embedder_of_another_model(index: SearchIndex) -> None:

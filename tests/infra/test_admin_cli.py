@@ -4,6 +4,7 @@ and what the authorizer then finds."""
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,7 +17,8 @@ pytest.importorskip("openapi_spec_validator", reason="moto's API Gateway needs m
 import boto3
 from moto import mock_aws
 
-from uhp_memories.adapters.dynamodb.apikeys import DynamoKeyRepository, hash_key
+from uhp_memories import bootstrap, stage_outputs
+from uhp_memories.adapters.dynamodb.apikeys import ApiKey, DynamoKeyRepository, KeyExists, hash_key, new_key_id
 from uhp_memories.adapters.dynamodb.schema import KEYS_TABLE
 from uhp_memories.admin.service import AdminError, StageAdmin
 from uhp_memories.admin.target import (
@@ -27,8 +29,11 @@ from uhp_memories.admin.target import (
     TargetError,
 )
 from uhp_memories.local.cli import main
+from uhp_memories.local.moto_env import KeyEntry, LocalAws
+from uhp_memories.settings import Settings
 
 REGION = "us-east-1"
+KEY_ID = re.compile(r"^key_[0-9a-f]{24}$")
 
 
 @dataclass
@@ -244,12 +249,12 @@ def test_the_target_comes_from_the_stack_outputs() -> None:
     target = StageTarget.from_stack(
         FakeCloudFormation(
             {
-                "RestApiId": "abc123",
-                "ApiStageName": "v1",
-                "KeysTableName": "keys-t",
-                "TenantRateLimit": "12.5",
-                "TenantBurstLimit": "30",
-                "TenantQuotaPerMonth": "777",
+                stage_outputs.REST_API_ID: "abc123",
+                stage_outputs.API_STAGE_NAME: "v1",
+                stage_outputs.KEYS_TABLE_NAME: "keys-t",
+                stage_outputs.TENANT_RATE_LIMIT: "12.5",
+                stage_outputs.TENANT_BURST_LIMIT: "30",
+                stage_outputs.TENANT_QUOTA_PER_MONTH: "777",
             }
         ),
         "uhp-memories-prod",
@@ -259,11 +264,58 @@ def test_the_target_comes_from_the_stack_outputs() -> None:
 
 
 def test_a_stack_without_the_outputs_is_not_a_stage() -> None:
-    with pytest.raises(TargetError, match="RestApiId"):
-        StageTarget.from_stack(FakeCloudFormation({"ApiStageName": "v1", "KeysTableName": "t"}), "other")
+    with pytest.raises(TargetError, match=stage_outputs.REST_API_ID):
+        StageTarget.from_stack(
+            FakeCloudFormation({stage_outputs.API_STAGE_NAME: "v1", stage_outputs.KEYS_TABLE_NAME: "t"}), "other"
+        )
 
 
 def test_tenant_names_are_checked() -> None:
     admin = StageAdmin(None, None, StageTarget("a", "v1", "t"))
     with pytest.raises(AdminError, match="tenant"):
         admin.create_tenant("Acme Corp")
+
+
+# -- the keys adapter: the one writer of key items ------------------------------------------------
+
+
+def test_a_key_is_written_once_and_never_pointed_elsewhere(stage: Stage) -> None:
+    keys = DynamoKeyRepository(stage.dynamodb, stage.keys_table)
+    key_hash = hash_key("k-" + secrets.token_hex(8))
+    keys.put(key_hash, "key_1", "acme", "user:alice", ["group:sales"])
+
+    with pytest.raises(KeyExists):
+        keys.put(key_hash, "key_2", "globex", "user:mallory", [])
+
+    assert keys.find(key_hash) == ApiKey("key_1", "acme", "user:alice", ("group:sales",))
+    keys.revoke(key_hash, "2026-01-01T00:00:00Z")
+    keys.revoke(key_hash, "2026-02-02T00:00:00Z")
+    assert keys.find(key_hash) is None
+    ((found_hash, revoked),) = keys.with_id("key_1")
+    assert (found_hash, revoked.revoked, revoked.revoked_at) == (key_hash, True, "2026-01-01T00:00:00Z")
+
+
+def test_admin_and_local_mode_write_one_item_shape_with_one_key_id_scheme(
+    stage: Stage, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_json(capsys, "tenants", "create", "acme", *stage.args())
+    made = run_json(capsys, "keys", "create", "--tenant", "acme", "--principal", "user:alice", *stage.args())
+    local = LocalAws()  # not started: its container over this stage's keys table
+    local.container = bootstrap.build(
+        Settings(keys_table_name=stage.keys_table), stage.dynamodb, None, recall_engine=lambda: None
+    )
+    local_key = "k-" + secrets.token_hex(8)
+    local.add_keys([KeyEntry(local_key, "acme", "user:bob", ("group:sales",))])
+
+    items = {item["principal"]["S"]: item for item in stage.dynamodb.scan(TableName=stage.keys_table)["Items"]}
+    admin_item, local_item = items["user:alice"], items["user:bob"]
+    assert set(local_item) == {"key_hash", "key_id", "tenant", "principal", "groups"}
+    assert set(local_item) | {"created_at", "api_key_id"} == set(admin_item)
+    assert KEY_ID.match(made["key_id"])
+    assert KEY_ID.match(local_item["key_id"]["S"])
+    found = DynamoKeyRepository(stage.dynamodb, stage.keys_table).find(hash_key(local_key))
+    assert found is not None
+    assert (found.tenant, found.principal, found.groups) == ("acme", "user:bob", ("group:sales",))
+    with pytest.raises(KeyExists):
+        local.add_keys([KeyEntry(local_key, "globex", "user:mallory")])
+    assert KEY_ID.match(new_key_id())

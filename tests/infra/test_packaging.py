@@ -61,6 +61,7 @@ def test_the_core_layer_leaves_out_local_only_code(tmp_path: Path) -> None:
     assert (shipped / "api" / "routes.py").is_file()
     assert not (shipped / "local").exists()
     assert not (shipped / "admin").exists()
+    assert not (shipped / "harness").exists()
     assert not list(shipped.rglob("__pycache__"))
 
 
@@ -98,7 +99,7 @@ def test_deployed_handlers_import_no_dev_only_module() -> None:
     """Import every deployed handler as Lambda would (only the core layer's code and the runtime
     dependencies), with dev-only modules and the local-only subpackages made unimportable."""
     handlers = sorted({f"functions.{e.package}.handler" for e in lambda_entries(REPO)})
-    blocked = [*DEV_ONLY, "uhp_memories.local", "uhp_memories.admin"]
+    blocked = [*DEV_ONLY, "uhp_memories.local", "uhp_memories.admin", "uhp_memories.harness", "a13n_harness", "httpx2"]
     script = textwrap.dedent(f"""
         import importlib, importlib.abc, sys
         BLOCKED = {blocked!r}

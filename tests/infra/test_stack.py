@@ -584,12 +584,13 @@ def test_the_search_domain_is_encrypted_https_only_and_has_no_resource_policy(pr
 # -- workflows -------------------------------------------------------------------------------
 
 
-def test_the_state_machines_are_the_files_in_functions_workflows(prod: Synth, clean_checkout: Any) -> None:
+def test_the_state_machines_are_the_asl_files_of_uhp_memories_workflows(prod: Synth, clean_checkout: Any) -> None:
     machines = {
         m["Properties"]["StateMachineName"]: m["Properties"]
         for m in prod.of_type("AWS::StepFunctions::StateMachine").values()
     }
-    files = sorted((clean_checkout / "functions" / "workflows").glob("*.asl.json"))
+    files = sorted((clean_checkout / "layers" / "core" / "uhp_memories" / "workflows").glob("*.asl.json"))
+    assert files, "the ASL files ship as package data of uhp_memories.workflows"
     names = {file: name for name, file in WORKFLOWS.items()}
     handlers = functions_by_handler(prod)
 

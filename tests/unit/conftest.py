@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from uhp_memories.adapters.inmemory import InMemoryMemoryRepository, InMemoryRecordRepository
+from tests.fakes import InMemoryMemoryRepository, InMemoryRecordRepository
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.grants import GrantService
 from uhp_memories.domain.memories import MemoryService

@@ -39,7 +39,7 @@ class InlineWorkflows:
 
     def start(self, workflow: str, execution_name: str, payload: dict[str, Any]) -> None:
         assert self.service is not None
-        self.service.consolidate(payload)
+        self.service.consolidate(payload["tenant"], payload["memory_id"], payload["run_id"])
 
     def wait(self, execution_name: str, workflow: str, seconds: float) -> str:
         return "SUCCEEDED"
@@ -144,3 +144,78 @@ def test_revert_leaves_a_record_changed_since_the_run(
     consolidation.revert(ALICE, memory_id, run.id)
     assert active(world, memory_id) == [("fact", "by alice", {})]
     assert world.records.get(ALICE, memory_id, by_alice.id).record.status == "active"
+
+
+# -- the workflow's steps, with domain values ------------------------------------------------
+
+
+class PendingWorkflows:
+    """A state machine that has not run yet when the request answers: the test runs the steps."""
+
+    def start(self, workflow: str, execution_name: str, payload: dict[str, Any]) -> None:
+        self.payload = payload
+
+    def wait(self, execution_name: str, workflow: str, seconds: float) -> str:
+        return "RUNNING"
+
+
+@pytest.fixture
+def pending(world: World, runs: InMemoryRuns) -> tuple[ConsolidationService, PendingWorkflows]:
+    workflows = PendingWorkflows()
+    return ConsolidationService(world.ports, runs, workflows, wait_seconds=0), workflows
+
+
+def test_start_answers_a_running_run_and_starts_its_workflow_with_the_run_named(
+    pending: tuple[ConsolidationService, PendingWorkflows], memory_id: str
+) -> None:
+    service, workflows = pending
+    run = service.start(ALICE, memory_id, 10)
+    assert (run.status, run.budget_limit) == ("running", 10)
+    assert workflows.payload == {"tenant": ALICE.tenant, "memory_id": memory_id, "run_id": run.id}
+
+
+def test_the_consolidate_step_answers_the_finished_run_and_a_retry_changes_nothing(
+    world: World, pending: tuple[ConsolidationService, PendingWorkflows], memory_id: str
+) -> None:
+    service, _ = pending
+    for text in ("Acme renews in March.", "acme renews in march.", "Globex prefers email."):
+        world.records.remember(ALICE, memory_id, fact(text))
+    run = service.start(ALICE, memory_id, None)
+
+    finished = service.consolidate(ALICE.tenant, memory_id, run.id)
+    assert finished is not None
+    assert (finished.status, finished.records_read, len(finished.changes)) == ("completed", 3, 1)
+    assert service.consolidate(ALICE.tenant, memory_id, run.id) == finished
+    assert len(active(world, memory_id)) == 2
+    assert service.consolidate(ALICE.tenant, memory_id, "hcon_" + "0" * 32) is None
+
+
+def test_a_pass_out_of_budget_stops_and_the_next_resumes_after_what_it_read(
+    world: World, pending: tuple[ConsolidationService, PendingWorkflows], memory_id: str
+) -> None:
+    service, _ = pending
+    for text in ("a", "b", "A"):
+        world.records.remember(ALICE, memory_id, fact(text))
+    first = service.consolidate(ALICE.tenant, memory_id, service.start(ALICE, memory_id, 2).id)
+    assert first is not None
+    assert (first.status, first.budget_exhausted, first.records_read) == ("stopped", True, 2)
+    second = service.consolidate(ALICE.tenant, memory_id, service.start(ALICE, memory_id, 2).id)
+    assert second is not None
+    assert (second.status, second.records_read, [c.action for c in second.changes]) == ("completed", 1, ["forgotten"])
+
+
+def test_record_failure_fails_a_running_run_with_the_error_and_leaves_a_finished_one(
+    pending: tuple[ConsolidationService, PendingWorkflows], runs: InMemoryRuns, memory_id: str
+) -> None:
+    service, _ = pending
+    run = service.start(ALICE, memory_id, None)
+    service.record_failure(ALICE.tenant, memory_id, run.id, "RuntimeError")
+    failed = runs.get(ALICE.tenant, memory_id, run.id)
+    assert failed is not None
+    assert (failed.status, failed.error) == ("failed", "RuntimeError")
+    assert failed.finished_at is not None
+
+    done = service.consolidate(ALICE.tenant, memory_id, service.start(ALICE, memory_id, None).id)
+    assert done is not None
+    service.record_failure(ALICE.tenant, memory_id, done.id, "RuntimeError")
+    assert runs.get(ALICE.tenant, memory_id, done.id) == done

@@ -1,20 +1,23 @@
 """What only the embedded engine promises, beyond the SearchIndex contract: erased text leaves no
-bytes on disk, the per-memory vector cache stays exact through writes and reopening, and the index
-can be shared by threads."""
+bytes on disk, the per-memory vector cache and episode log stay exact through writes and reopening,
+and the index can be shared by threads."""
 
 from __future__ import annotations
 
 import random
 import sqlite3
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from uhp_memories.domain.filters import parse_filter
 from uhp_memories.search import SearchDocument, SearchRequest
 from uhp_memories.search.embedded import EmbeddedSearchIndex
-from uhp_memories.search.ports import Fusion
+from uhp_memories.search.ports import Candidate, Fusion
+from uhp_memories.search.ranking import rank
 
 TENANT, MEMORY = "acme", "hmem_" + "a" * 32
 DIMS = 16
@@ -88,7 +91,7 @@ def test_the_vector_cache_stays_exact_through_inserts_replacements_deletes_and_r
     rng = np.random.default_rng(2)
     pick = random.Random(2)
     index = open_index(tmp_path / "recall.db")
-    index.search(SearchRequest(TENANT, MEMORY, vector=unit(rng)))  # load the (empty) cache first
+    rank(index, SearchRequest(TENANT, MEMORY, vector=unit(rng)))  # load the (empty) cache first
     live: dict[str, SearchDocument] = {}
     for step in range(400):
         n = pick.randrange(150)
@@ -102,14 +105,63 @@ def test_the_vector_cache_stays_exact_through_inserts_replacements_deletes_and_r
             live.pop(f"hrec_{n:032x}", None)
         if step % 50 == 0:
             query = unit(rng)
-            hits = index.search(SearchRequest(TENANT, MEMORY, vector=query, limit=20, fusion=Fusion(candidates=20)))
+            hits = rank(index, SearchRequest(TENANT, MEMORY, vector=query, limit=20, fusion=Fusion(candidates=20)))
             assert [h.record_id for h in hits] == brute_force(live, query, 20)
     query = unit(rng)
-    before = [h.record_id for h in index.search(SearchRequest(TENANT, MEMORY, vector=query, limit=30))]
+    before = [h.record_id for h in rank(index, SearchRequest(TENANT, MEMORY, vector=query, limit=30))]
     index.close()
     reopened = open_index(tmp_path / "recall.db")
-    after = [h.record_id for h in reopened.search(SearchRequest(TENANT, MEMORY, vector=query, limit=30))]
+    after = [h.record_id for h in rank(reopened, SearchRequest(TENANT, MEMORY, vector=query, limit=30))]
     assert before == after == brute_force(live, query, 30)
+
+
+def test_the_episode_log_stays_exact_through_appends_late_writes_closes_erases_and_reopening(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    pick = random.Random(5)
+    index = open_index(tmp_path / "recall.db")
+    live: dict[str, SearchDocument] = {}
+    query = unit(rng)
+    bob = parse_filter({"field": "attributes.speaker", "op": "eq", "value": "bob"})
+    for step in range(300):
+        n, action = pick.randrange(80), pick.random()
+        if action < 0.95:  # mostly appends in write order, sometimes a late one, sometimes a close
+            written = step if pick.random() < 0.8 else pick.randrange(step + 1)
+            item = live.get(f"hrec_{n:032x}")
+            if item is not None and pick.random() < 0.5:
+                item = replace(item, status="superseded", invalidated_at="2027-01-01T00:00:00.000Z")
+            else:
+                item = doc(
+                    n, "words", unit(rng) if pick.random() < 0.9 else None,
+                    type=pick.choice(["episode", "episode", "fact"]), written_at=_at(written),
+                    attributes={"speaker": pick.choice(["bob", "carol"])},
+                )
+            index.index([item])
+            live[item.record_id] = item
+        else:  # an erase: the log is read again
+            index.delete(TENANT, MEMORY, [f"hrec_{n:032x}"])
+            live.pop(f"hrec_{n:032x}", None)
+        if step % 10 == 9:
+            centres = [_candidate(d) for d in live.values() if d.type == "episode" and d.status == "active"][:12]
+            for flt in (None, bob):
+                request = SearchRequest(TENANT, MEMORY, vector=query, filters=flt)
+                got = index.log_around(request, centres, ("episode",), 3)
+                fresh = open_index(tmp_path / "recall.db")  # reads the log from the table again
+                assert got == fresh.log_around(request, centres, ("episode",), 3)
+                fresh.close()
+                for stretch in got.stretches:
+                    for entry in stretch:
+                        vector = live[entry.record_id].embedding
+                        expected = 0.0 if vector is None else float(np.dot(vector, query))
+                        assert entry.score == pytest.approx(expected, abs=1e-5)
+    index.close()
+
+
+def _at(seconds: int) -> str:
+    return f"2026-10-01T00:{seconds // 60 % 60:02d}:{seconds % 60:02d}.000Z"
+
+
+def _candidate(d: SearchDocument) -> Candidate:
+    return Candidate(d.record_id, d.chain_id, d.memory_id, d.type, d.written_at)
 
 
 def test_threads_can_write_and_search_one_index_at_once() -> None:
@@ -128,7 +180,7 @@ def test_threads_can_write_and_search_one_index_at_once() -> None:
         rng = np.random.default_rng(seed)
         try:
             for _ in range(100):
-                hits = index.search(SearchRequest(TENANT, MEMORY, vector=unit(rng), text="shared", limit=5))
+                hits = rank(index, SearchRequest(TENANT, MEMORY, vector=unit(rng), text="shared", limit=5))
                 assert len({h.record_id for h in hits}) == len(hits)
         except BaseException as error:
             errors.append(error)
@@ -140,7 +192,7 @@ def test_threads_can_write_and_search_one_index_at_once() -> None:
     for thread in threads:
         thread.join()
     assert errors == []
-    every = index.search(SearchRequest(TENANT, MEMORY, text="shared", limit=1000, fusion=Fusion(candidates=1000)))
+    every = rank(index, SearchRequest(TENANT, MEMORY, text="shared", limit=1000, fusion=Fusion(candidates=1000)))
     assert len(every) == 300
 
 
@@ -168,12 +220,12 @@ def test_in_a_large_memory_common_words_only_score_documents_that_match_a_rarer_
     for index in (pruned, exact):
         index.index(docs)
     wide = Fusion(candidates=100)
-    found = [h.record_id for h in pruned.search(SearchRequest(TENANT, MEMORY, text="alice research", fusion=wide))]
+    found = [h.record_id for h in rank(pruned, SearchRequest(TENANT, MEMORY, text="alice research", fusion=wide))]
     assert set(found) == {docs[4].record_id, docs[5].record_id}  # "alice" (in 5 documents) is common here
-    everything = exact.search(SearchRequest(TENANT, MEMORY, text="alice research", fusion=wide))
+    everything = rank(exact, SearchRequest(TENANT, MEMORY, text="alice research", fusion=wide))
     assert [h.record_id for h in everything][:2] == found
     assert len(everything) == 6
-    only_common = pruned.search(SearchRequest(TENANT, MEMORY, text="alice", fusion=wide))
+    only_common = rank(pruned, SearchRequest(TENANT, MEMORY, text="alice", fusion=wide))
     assert len(only_common) == 5  # a query of common words only is scored in full
 
 
@@ -200,8 +252,8 @@ def test_a_filtered_vector_search_returns_the_exact_top_of_the_filtered_set(raw:
     flt = parse_filter(raw)
     for _ in range(5):
         query = unit(rng)
-        hits = index.search(
-            SearchRequest(TENANT, MEMORY, vector=query, filters=flt, limit=10, fusion=Fusion(candidates=10))
+        hits = rank(
+            index, SearchRequest(TENANT, MEMORY, vector=query, filters=flt, limit=10, fusion=Fusion(candidates=10))
         )
         admitted = {
             d.record_id: d

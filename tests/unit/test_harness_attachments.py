@@ -6,12 +6,13 @@ memory; an entry on a memory the caller cannot see is kept as it is and never sh
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pytest
 
+from tests.fakes import InMemoryAttachmentRepository, InMemoryMemoryRepository
 from tests.unit.conftest import World, caller
-from uhp_memories.adapters.inmemory import InMemoryAttachmentRepository, InMemoryMemoryRepository
 from uhp_memories.domain.errors import MemoryForbidden, MemoryInvalid, MemoryNotFound
 from uhp_memories.domain.harnesses import (
     MAX_ATTACHED,
@@ -20,6 +21,7 @@ from uhp_memories.domain.harnesses import (
     HiddenDefault,
     MemoriesNotAttached,
 )
+from uhp_memories.domain.models import Grant
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")
@@ -185,7 +187,7 @@ def test_a_hidden_default_cannot_be_replaced_and_the_refusal_names_no_memory(set
     with pytest.raises(HiddenDefault) as refused:
         setup.harnesses.attach(BOB, "chrn_1", [default(bobs)])
     assert isinstance(refused.value, MemoryForbidden)
-    assert (refused.value.code, refused.value.status) == ("memory_forbidden", 403)
+    assert refused.value.code == "memory_forbidden"  # answered 403: tests/unit/test_error_statuses.py
     assert refused.value.message == "the harness's default is a memory you may not change"
     assert not refused.value.details
     assert setup.stored() == [default(private)]
@@ -245,3 +247,71 @@ def test_resending_an_unchanged_entry_does_not_undo_a_revoked_grant(setup: Setup
     setup.world.grants.delete(ALICE, memory, grant.id)
     assert setup.harnesses.attach(ALICE, "chrn_1", [read(memory)]) == [read(memory)]
     assert setup.harness_grants(memory) == []
+
+
+def test_an_added_entry_grants_the_harness_in_the_callers_name(setup: Setup) -> None:
+    memory = setup.memory("Team")
+    setup.harnesses.attach(ALICE, "chrn_1", [default(memory)])
+    [grant] = [g for g in setup.world.grants.list(ALICE, memory) if g.principal == "harness:chrn_1"]
+    assert (grant.tenant, grant.memory_id, grant.privileges, grant.created_by) == (
+        "acme", memory, ("read", "write"), "user:alice")
+    assert grant.id.startswith("hgrt_")
+
+
+# -- the list's shape --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        lambda m: [default(m[0]), default(m[1])],
+        lambda m: [read(m[0]), Attachment(m[0], "write")],
+        lambda m: [Attachment(m[0], "admin")],
+        lambda m: [Attachment(m[0], "read", default=True)],
+    ],
+    ids=["two-defaults", "a-memory-twice", "unknown-access", "default-read-only"],
+)
+def test_a_list_has_at_most_one_default_each_memory_once_and_write_access_for_the_default(
+    setup: Setup, entries: Callable[[list[str]], list[Attachment]]
+) -> None:
+    memories = [setup.memory("First"), setup.memory("Second")]
+    with pytest.raises(MemoryInvalid):
+        setup.harnesses.attach(ALICE, "chrn_1", entries(memories))
+    assert setup.stored() is None
+    assert setup.harness_grants(memories[0]) == []
+
+
+def test_a_list_longer_than_the_limit_is_refused_before_anything_is_read(setup: Setup) -> None:
+    unknown = [read(f"hmem_{n:032x}") for n in range(1000, 1001 + MAX_ATTACHED)]
+    with pytest.raises(MemoryInvalid):  # not memory_not_found: the shape is checked first
+        setup.harnesses.attach(ALICE, "chrn_1", unknown)
+
+
+@pytest.mark.parametrize("harness_id", ["", "a" * 129, "with space", "slash/ed", "ünï"])
+def test_a_harness_id_is_1_to_128_letters_digits_and_a_few_marks(setup: Setup, harness_id: str) -> None:
+    with pytest.raises(MemoryInvalid):
+        setup.harnesses.attach(ALICE, harness_id, [])
+    with pytest.raises(MemoryInvalid):
+        setup.harnesses.attached(ALICE, harness_id)
+    memory = setup.memory("Team")
+    assert setup.harnesses.attach(ALICE, "chrn_1.v2-" + "x" * 118, [read(memory)]) == [read(memory)]
+
+
+class DeletedWhileAttaching(InMemoryAttachmentRepository):
+    """A delete that lands between the service's checks and its write."""
+
+    def replace(self, tenant: str, harness_id: str, attachments: Sequence[Attachment], grants: Sequence[Grant]) -> None:
+        self.memories.mark_deleting(tenant, [a.memory_id for a in attachments])
+        super().replace(tenant, harness_id, attachments, grants)
+
+
+def test_a_memory_deleted_while_attaching_is_not_found_and_nothing_is_written(world: World) -> None:
+    memories = world.ports.memories
+    assert isinstance(memories, InMemoryMemoryRepository)
+    repo = DeletedWhileAttaching(memories)
+    harnesses = HarnessService(world.ports, repo)
+    memory = world.memories.create(ALICE, name="Team").memory.id
+    with pytest.raises(MemoryNotFound):
+        harnesses.attach(ALICE, "chrn_1", [default(memory)])
+    assert repo.get("acme", "chrn_1") is None
+    assert memories.grants_of("acme", ["harness:chrn_1"]) == []

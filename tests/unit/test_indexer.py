@@ -4,8 +4,6 @@ table against the embedded engine with a hashing embedder, installed as the hand
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator, Sequence
 from itertools import count
 from pathlib import Path
@@ -16,6 +14,7 @@ import pytest
 from moto import mock_aws
 
 from functions.indexer import handler
+from tests.lambda_env import run_like_lambda
 from uhp_memories import bootstrap
 from uhp_memories.adapters.dynamodb.items import derived_items, grant_item, memory_item, record_item, to_dynamo
 from uhp_memories.adapters.dynamodb.schema import MAIN_TABLE
@@ -25,6 +24,7 @@ from uhp_memories.search.embedded import EmbeddedSearchIndex
 from uhp_memories.search.engine import RecallEngine
 from uhp_memories.search.hashing import HashingEmbedder
 from uhp_memories.search.ports import SearchRequest
+from uhp_memories.search.ranking import rank
 from uhp_memories.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,7 +174,7 @@ def seq(record: dict[str, Any]) -> str:
 
 
 def found(engine: RecallEngine, text: str, include: str = "active", memory_id: str = MEMORY) -> list[str]:
-    hits = engine.index.search(SearchRequest(tenant=TENANT, memory_id=memory_id, text=text, include=include))
+    hits = rank(engine.index, SearchRequest(tenant=TENANT, memory_id=memory_id, text=text, include=include))
     return [hit.record_id for hit in hits]
 
 
@@ -404,7 +404,7 @@ def test_the_handler_stays_light_for_lambda() -> None:
         "import functions.indexer.handler\n"
         f"print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r})))\n"
     )
-    answer = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    answer = run_like_lambda(["-c", probe])
 
     assert answer.stdout.strip() == ""
 

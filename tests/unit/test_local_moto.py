@@ -1,6 +1,7 @@
-"""Local mode's faster moto DynamoDB (uhp_memories.local.moto_env.speed_up_moto_dynamodb) answers
-exactly as moto does: queries on the table and on its indexes, through puts, updates that move an
-item between index partitions, deletes, and transactions that fail and roll back."""
+"""Local mode's faster moto DynamoDB (uhp_memories.local.moto_env.MOTO_DYNAMODB_SPEEDUPS, one patch
+module each under uhp_memories.local.patches) answers exactly as moto does: queries on the table and
+on its indexes, through puts, updates that move an item between index partitions, deletes, and
+transactions that fail and roll back."""
 
 from __future__ import annotations
 
@@ -23,10 +24,11 @@ def dynamodb() -> Iterator[Any]:
     import boto3
     from moto import mock_aws
 
-    from uhp_memories.local.moto_env import speed_up_moto_dynamodb
+    from uhp_memories.local.moto_env import MOTO_DYNAMODB_SPEEDUPS
+    from uhp_memories.local.patches import install_all, uninstall_all
 
     with mock_aws():
-        speed_up_moto_dynamodb()
+        install_all(MOTO_DYNAMODB_SPEEDUPS)
         client = boto3.client("dynamodb", region_name="eu-west-1")
         client.create_table(
             TableName=TABLE,
@@ -44,9 +46,13 @@ def dynamodb() -> Iterator[Any]:
                 }
             ],
         )
-        yield client
-        # Another suite's moto session may still run in this process: leave no table behind.
-        client.delete_table(TableName=TABLE)
+        try:
+            yield client
+        finally:
+            # Another suite's moto session may still run in this process: leave no table behind,
+            # and moto as it was (or as that session patched it).
+            client.delete_table(TableName=TABLE)
+            uninstall_all(MOTO_DYNAMODB_SPEEDUPS)
 
 
 def every_item(client: Any) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
@@ -34,11 +35,18 @@ from uhp_memories.search.opensearch import (
     recency_body,
     similarity_body,
 )
+from uhp_memories.search.ports import Candidate
 from uhp_memories.search.predicates import sortable_number
+from uhp_memories.search.ranking import rank
 
 TENANT, MEMORY = "acme", "hmem_" + "a" * 32
 ISOLATION = [{"term": {"tenant": TENANT}}, {"term": {"memory_id": MEMORY}}]
 ACTIVE = {"term": {"status": "active"}}
+CENTRE = Candidate("hrec_" + "c" * 32, "hrec_" + "c" * 32, MEMORY, "episode", "2026-01-01T00:00:00.000Z")
+SIMILARITY = {  # Painless's k-NN cosine similarity, plus one (a script score is never negative)
+    "source": "1.0 + cosineSimilarity(params.query_value, doc[params.field])",
+    "params": {"field": "embedding", "query_value": [0.6, 0.8]},
+}
 
 
 def request(**fields: Any) -> SearchRequest:
@@ -339,8 +347,7 @@ def test_no_request_can_remove_or_widen_the_isolation_filter(
     raw: Any, types: list[str], include: str, as_of: str | None
 ) -> None:
     req = request(filters=raw, types=tuple(types), include=include, as_of=as_of)
-    centre = {"record_id": "hrec_" + "c" * 32, "written_at": "2026-01-01T00:00:00.000Z"}
-    around = [neighbours_body(req, Fusion(), centre, before) for before in (True, False)]
+    around = [neighbours_body(req, ("episode",), 4, CENTRE, before) for before in (True, False)]
     for body in (knn_body(req, [1.0, 0.0], 10), bm25_body(req, ["acme"], 10), recency_body(req, 10), *around):
         outer = body["query"]["bool"]
         assert outer["filter"][:2] == ISOLATION
@@ -355,9 +362,9 @@ def test_no_request_can_remove_or_widen_the_isolation_filter(
 
 def test_the_log_around_a_candidate_is_read_in_write_order_inside_the_same_filter() -> None:
     req = request(filters={"field": "attributes.speaker", "op": "eq", "value": "bob"})
-    centre = {"record_id": "hrec_" + "c" * 32, "written_at": "2026-01-01T00:00:00.000Z"}
-    before = neighbours_body(req, Fusion(context_window=2), centre, before=True)
-    assert before["size"] == 4  # twice the window: the neighbours' own neighbours weigh their context
+    centre = CENTRE
+    before = neighbours_body(req, ("episode",), 4, centre, before=True)
+    assert before["size"] == 4  # the reach ranking asks for (twice the context window)
     assert before["sort"] == [{"written_at": "desc"}, {"record_id": "desc"}]
     clauses = before["query"]["bool"]["filter"]
     assert clauses[: len(filter_clauses(req))] == filter_clauses(req)
@@ -365,12 +372,12 @@ def test_the_log_around_a_candidate_is_read_in_write_order_inside_the_same_filte
     assert clauses[-1] == {
         "bool": {
             "should": [
-                {"range": {"written_at": {"lt": centre["written_at"]}}},
+                {"range": {"written_at": {"lt": centre.written_at}}},
                 {
                     "bool": {
                         "filter": [
-                            {"term": {"written_at": centre["written_at"]}},
-                            {"range": {"record_id": {"lt": centre["record_id"]}}},
+                            {"term": {"written_at": centre.written_at}},
+                            {"range": {"record_id": {"lt": centre.record_id}}},
                         ]
                     }
                 },
@@ -378,11 +385,13 @@ def test_the_log_around_a_candidate_is_read_in_write_order_inside_the_same_filte
             "minimum_should_match": 1,
         }
     }
-    after = neighbours_body(req, Fusion(context_window=2), centre, before=False)
+    after = neighbours_body(req, ("episode",), 4, centre, before=False)
     assert after["sort"] == [{"written_at": "asc"}, {"record_id": "asc"}]
     later = after["query"]["bool"]["filter"][-1]["bool"]["should"]
-    assert later[0] == {"range": {"written_at": {"gt": centre["written_at"]}}}
-    assert later[1]["bool"]["filter"][1] == {"range": {"record_id": {"gt": centre["record_id"]}}}
+    assert later[0] == {"range": {"written_at": {"gt": centre.written_at}}}
+    assert later[1]["bool"]["filter"][1] == {"range": {"record_id": {"gt": centre.record_id}}}
+    # The query vector is never sent with the log's searches: one similarity search scores them all.
+    assert neighbours_body(replace(req, vector=[0.6, 0.8]), ("episode",), 4, centre, before=False) == after
 
 
 def test_the_similarity_of_other_documents_is_scored_exactly_inside_the_memory() -> None:
@@ -401,10 +410,7 @@ def test_the_similarity_of_other_documents_is_scored_exactly_inside_the_memory()
                         ]
                     }
                 },
-                "script": {
-                    "source": "1.0 + cosineSimilarity(params.query_value, doc[params.field])",
-                    "params": {"field": "embedding", "query_value": [0.6, 0.8]},
-                },
+                "script": SIMILARITY,
             }
         },
     }
@@ -494,21 +500,26 @@ def test_a_document_fetched_by_id_is_checked_against_tenant_and_memory() -> None
     assert client.calls[-1] == ("get", {"index": "recall", "id": doc_id(TENANT, MEMORY, "hrec_1"), "ignore": [404]})
 
 
-def test_one_msearch_carries_both_signals_and_fuses_them() -> None:
+def source(record_id: str, type: str = "fact", at: str = "2026-01-01T00:00:00.000Z") -> dict[str, Any]:
+    """A hit's `_source` as a search of the adapter asks for it (SEARCH_SOURCE)."""
+    return {"record_id": record_id, "chain_id": record_id, "type": type, "written_at": at, "memory_id": MEMORY}
+
+
+def test_one_msearch_carries_both_signals_and_ranking_fuses_them() -> None:
     knn_hits = [
-        {"_score": 0.9, "_source": {"record_id": "r1", "chain_id": "r1"}},
-        {"_score": 0.7, "_source": {"record_id": "r2", "chain_id": "r2"}},
-        {"_score": 0.4, "_source": {"record_id": "r3", "chain_id": "r3"}},
+        {"_score": 0.9, "_source": source("r1")},
+        {"_score": 0.7, "_source": source("r2")},
+        {"_score": 0.4, "_source": source("r3")},
     ]  # cos < 0: dropped
-    bm25_hits = [{"_score": 3.0, "_source": {"record_id": "r2", "chain_id": "r2"}}]
+    bm25_hits = [{"_score": 3.0, "_source": source("r2")}]
     client = RecordingClient(
         exists=True,
         get_mapping=mapping(),
         msearch={"responses": [{"hits": {"hits": knn_hits}}, {"hits": {"hits": bm25_hits}}]},
     )
-    index = OpenSearchIndex(client, "recall", model_id="m", dimensions=2, fusion=Fusion(candidates=20))
-    hits = index.search(request(vector=[1.0, 0.0], text="renewal", limit=5))
-    ((_, call),) = [c for c in client.calls if c[0] == "msearch"]
+    index = OpenSearchIndex(client, "recall", model_id="m", dimensions=2)
+    hits = rank(index, request(vector=[1.0, 0.0], text="renewal", limit=5), Fusion(candidates=20))
+    ((_, call),) = [c for c in client.calls if c[0] == "msearch"]  # no episode, nothing found outside the cut
     payload = call["body"]
     assert payload[0] == payload[2] == {"index": "recall"}
     assert payload[1] == knn_body(request(vector=[1.0, 0.0], text="renewal", limit=5), [1.0, 0.0], 20)
@@ -518,33 +529,43 @@ def test_one_msearch_carries_both_signals_and_fuses_them() -> None:
     assert hits[0].signals == {"query": pytest.approx(0.4), "text": 3.0}
 
 
-def test_the_context_step_reads_the_log_and_falls_back_to_the_signals_if_refused() -> None:
-    at = "2026-01-01T00:00:00.000Z"
-    episode = {"record_id": "r1", "chain_id": "r1", "type": "episode", "written_at": at}
-    after = {"record_id": "r2", "chain_id": "r2", "type": "episode", "written_at": at}
+def test_the_log_then_one_similarity_search_complete_the_signals_and_refused_they_fall_back() -> None:
+    episode, after, fact = source("r1", "episode"), source("r2", "episode"), source("r3")
     answers = iter([
-        {"responses": [{"hits": {"hits": [{"_score": 0.9, "_source": episode}]}}]},
+        {"responses": [
+            {"hits": {"hits": [{"_score": 0.9, "_source": episode}]}},
+            {"hits": {"hits": [{"_score": 2.0, "_source": episode}, {"_score": 1.0, "_source": fact}]}},
+        ]},
         {"responses": [{"hits": {"hits": []}}, {"hits": {"hits": [{"_source": after}]}}]},
-        {"responses": [{"hits": {"hits": [{"_score": 1.5, "_source": {"record_id": "r2"}}]}}]},
+        {"responses": [{"hits": {"hits": [
+            {"_score": 1.8, "_source": {"record_id": "r1"}},
+            {"_score": 1.5, "_source": {"record_id": "r2"}},
+            {"_score": 1.4, "_source": {"record_id": "r3"}},
+        ]}}]},
     ])
     client = RecordingClient(exists=True, get_mapping=mapping(), msearch=lambda: next(answers))
     index = OpenSearchIndex(client, "recall", model_id="m", dimensions=2)
-    hits = index.search(request(vector=[1.0, 0.0], limit=5))
+    asked = request(vector=[1.0, 0.0], text="renewal", limit=5)
+    hits = rank(index, asked)
     calls = [c[1]["body"] for c in client.calls if c[0] == "msearch"]
-    assert len(calls) == 3  # the signals; the log around r1 (before, after); r2's similarity
-    assert calls[1][1] == neighbours_body(request(vector=[1.0, 0.0], limit=5), Fusion(), episode, before=True)
-    assert calls[2][1] == similarity_body(request(vector=[1.0, 0.0], limit=5), [1.0, 0.0], ["r2"])
+    assert len(calls) == 3  # the signals; the log around r1 (before, after); one similarity search
+    centre = Candidate("r1", "r1", MEMORY, "episode", episode["written_at"], pytest.approx(0.8))
+    assert calls[1][1] == neighbours_body(asked, ("episode",), 4, centre, before=True)
+    assert calls[1][3] == neighbours_body(asked, ("episode",), 4, centre, before=False)
+    # The log's entries and what the words found outside the vector cut (r3), in one search.
+    assert calls[2][1] == similarity_body(asked, [1.0, 0.0], ["r1", "r2", "r3"])
+    by_id = {h.record_id: h for h in hits}
     # r2 joins with its own similarity (0.5, a share 0.625 of the best) and is lifted by r1 beside it.
-    assert [h.record_id for h in hits] == ["r1", "r2"]
-    assert hits[1].signals == {"query": pytest.approx(0.5)}
-    assert hits[1].score == pytest.approx(1 - (1 - 0.625) * (1 - 0.7 * 1.0))
+    assert by_id["r2"].signals == {"query": pytest.approx(0.5)}
+    assert "context" in by_id["r2"].why
+    assert by_id["r3"].signals == {"query": pytest.approx(0.4), "text": 1.0}
 
     refused = iter([
-        {"responses": [{"hits": {"hits": [{"_score": 0.9, "_source": episode}]}}]},
-        {"responses": [{"error": {"type": "script_exception"}}, {"hits": {"hits": []}}]},
+        {"responses": [{"hits": {"hits": [{"_score": 0.9, "_source": episode}]}}, {"hits": {"hits": []}}]},
+        {"responses": [{"error": {"type": "search_phase_execution_exception"}}, {"hits": {"hits": []}}]},
     ])
     client = RecordingClient(exists=True, get_mapping=mapping(), msearch=lambda: next(refused))
-    hits = OpenSearchIndex(client, "recall", model_id="m", dimensions=2).search(request(vector=[1.0, 0.0], limit=5))
+    hits = rank(OpenSearchIndex(client, "recall", model_id="m", dimensions=2), asked)
     assert [h.record_id for h in hits] == ["r1"]
 
 
@@ -555,10 +576,10 @@ def test_failures_of_the_cluster_are_unavailable() -> None:
     client = RecordingClient(exists=True, get_mapping=mapping(), msearch=ConnectionError("down"))
     index = OpenSearchIndex(client, "recall", model_id="m", dimensions=2)
     with pytest.raises(SearchUnavailable):
-        index.search(request(text="x"))
+        rank(index, request(text="x"))
     client.answers["msearch"] = {"responses": [{"error": {"type": "search_phase_execution_exception"}}]}
     with pytest.raises(SearchUnavailable):
-        index.search(request(text="x"))
+        rank(index, request(text="x"))
     client.answers["bulk"] = {"errors": True, "items": [{"index": {"error": {"type": "mapper_parsing_exception"}}}]}
     with pytest.raises(SearchUnavailable):
         index.index([document()])
@@ -569,13 +590,14 @@ def test_failures_of_the_cluster_are_unavailable() -> None:
     index.index([document()])  # a late image of a closed version: ignored
 
 
-def test_ports_opensearch_and_bedrock_import_without_numpy_or_onnxruntime() -> None:
+def test_ports_ranking_opensearch_and_bedrock_import_without_numpy_or_onnxruntime() -> None:
     script = (
         "import sys\n"
         "sys.modules['numpy'] = None\n"
         "sys.modules['onnxruntime'] = None\n"
         "sys.modules['tokenizers'] = None\n"
         "import uhp_memories.search, uhp_memories.search.ports, uhp_memories.search.opensearch\n"
+        "import uhp_memories.search.ranking, uhp_memories.search.fusion, uhp_memories.search.opensearch.index\n"
         "import uhp_memories.search.bedrock, uhp_memories.search.hashing\n"
     )
     subprocess.run([sys.executable, "-c", script], check=True)
@@ -611,7 +633,7 @@ class CannedOpenSearch(http.server.BaseHTTPRequestHandler):
             answer = {"errors": False, "items": []}
         elif path == "/_msearch":
             answer = {
-                "responses": [{"hits": {"hits": [{"_score": 1.0, "_source": {"record_id": "r1", "chain_id": "r1"}}]}}]
+                "responses": [{"hits": {"hits": [{"_score": 1.0, "_source": source("r1")}]}}]
             }
         elif self.command == "GET" and path.startswith("/recall/_doc/"):
             status, answer = 404, {"found": False}
@@ -644,7 +666,7 @@ def test_the_adapter_speaks_to_a_cluster_through_opensearch_py() -> None:
         client = connect(f"http://127.0.0.1:{server.server_address[1]}", timeout=5)
         index = OpenSearchIndex(client, "recall", model_id="m", dimensions=2)
         index.index([document(embedding=[0.6, 0.8])])
-        hits = index.search(request(vector=[1.0, 0.0], limit=3))
+        hits = rank(index, request(vector=[1.0, 0.0], limit=3))
         assert index.get(TENANT, MEMORY, "hrec_1") is None
         index.delete(TENANT, MEMORY, ["hrec_1"])
         index.delete_memory(TENANT, MEMORY)

@@ -30,6 +30,7 @@ from uhp_memories.search.errors import SearchUnavailable
 from uhp_memories.search.hashing import HashingEmbedder
 from uhp_memories.search.opensearch import OpenSearchIndex
 from uhp_memories.search.ports import SearchRequest
+from uhp_memories.search.ranking import rank
 from uhp_memories.settings import Settings
 
 REGION = "eu-west-1"
@@ -162,7 +163,7 @@ def test_the_rebuilt_index_answers_recall_with_history(stage: Stage, tmp_path: P
     sales = next(v.memory_id for v in all_versions(stage) if text_of(v).startswith("Acme"))
 
     def found(include: str) -> list[str]:
-        hits = index.search(SearchRequest(tenant="acme", memory_id=sales, text="Acme renews", include=include))
+        hits = rank(index, SearchRequest(tenant="acme", memory_id=sales, text="Acme renews", include=include))
         return sorted(text_of(v) for v in all_versions(stage) if v.id in {h.record_id for h in hits})
 
     assert found("active") == ["Acme renews in April."]
@@ -365,7 +366,7 @@ def opensearch(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     def fake_target(settings: Settings, session: Any) -> OpenSearchTarget:
         seen["settings"] = settings
-        return OpenSearchTarget(seen["client"], EMBEDDER, settings.search_index, settings.search_replicas)
+        return OpenSearchTarget(settings, search_client=seen["client"], embedder=EMBEDDER)
 
     monkeypatch.setattr(reindex, "aws_target", fake_target)
     return seen

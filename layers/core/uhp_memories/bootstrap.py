@@ -6,10 +6,11 @@ install their own (over moto) with `install`, so no state hides in import-time s
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uhp_memories.adapters.dynamodb.apikeys import DynamoKeyRepository
 from uhp_memories.adapters.dynamodb.files import DynamoFileRepository
@@ -36,6 +37,9 @@ from uhp_memories.domain.records import RecordService
 from uhp_memories.domain.removal import RemovalService, Retention
 from uhp_memories.search.engine import RecallEngine
 from uhp_memories.settings import Settings
+
+if TYPE_CHECKING:
+    from uhp_memories.search.ports import Embedder
 
 
 @dataclass
@@ -72,27 +76,75 @@ def lazy[T](factory: Callable[[], T]) -> Callable[[], T]:
     return get
 
 
-def aws_recall_engine(settings: Settings) -> RecallEngine | None:
-    """OpenSearch and Bedrock, when the stage has a search domain."""
-    if not settings.search_endpoint:
-        return None
-    import boto3
+# The model's thread (recall embeds its query while the request thread checks access) needs the GIL
+# back after each native call; at CPython's default 5 ms interval it waits that long for the request
+# thread to hand it over, and the overlap gains nothing (measured: docs/benchmarks.md, "Latency
+# targets"). 1 ms makes the handover prompt. A process-wide setting, made here, where a process (a
+# Lambda function that recalls, the local server, a reindex) builds its engine: the process is ours.
+GIL_SWITCH_INTERVAL_S = 0.001
 
-    from uhp_memories.search.bedrock import TitanEmbedder
+
+def _hand_the_gil_over_promptly() -> None:
+    if sys.getswitchinterval() > GIL_SWITCH_INTERVAL_S:
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+
+
+def build_recall_engine(
+    settings: Settings,
+    *,
+    local: bool = False,
+    session: Any | None = None,
+    search_client: Any | None = None,
+    embedder: Embedder | None = None,
+    bulk_load: bool = False,
+) -> RecallEngine | None:
+    """The recall engine of a stage: its search index and the embedder that fills it, put together
+    here only, for the Lambda functions (`container`), local mode (uhp_memories.local.moto_env) and
+    `uhp-memories reindex` (uhp_memories.admin.reindex) alike.
+
+    In AWS: the stage's OpenSearch index (`settings.search_*`) with Bedrock Titan
+    (`settings.embedding_*`); None when the stage has no search domain. `session` is the boto3
+    session whose credentials reach them (None: the default chain, as a function has);
+    `search_client` and `embedder` are used as given instead (tests, stand-ins). `bulk_load` leaves
+    each write to the index's refresh interval instead of waiting for it (a rebuild: nothing reads
+    its own write). With `local`: the embedded engine (sqlite3 FTS5 + numpy, in memory) with
+    all-MiniLM-L6-v2 on onnxruntime: real search and a real embedding model, nothing to download.
+    Every adapter module is imported here, when a process first needs the engine: a function that
+    never recalls never loads them."""
+    if local:
+        from uhp_memories.search.embedded import EmbeddedSearchIndex
+        from uhp_memories.search.minilm import MiniLmEmbedder
+
+        embedder = embedder or MiniLmEmbedder()
+        index: Any = EmbeddedSearchIndex(":memory:", model_id=embedder.model_id, dimensions=embedder.dimensions)
+        _hand_the_gil_over_promptly()
+        return RecallEngine(index, embedder)
+    if search_client is None and not settings.search_endpoint:
+        return None
     from uhp_memories.search.opensearch import OpenSearchIndex, connect
 
-    embedder = TitanEmbedder(
-        boto3.client("bedrock-runtime", region_name=settings.region),
-        dimensions=settings.embedding_dimensions,
-        model_id=settings.embedding_model_id,
-    )
+    if embedder is None:
+        import boto3
+
+        from uhp_memories.search.bedrock import TitanEmbedder
+
+        embedder = TitanEmbedder(
+            (session or boto3).client("bedrock-runtime", region_name=settings.region),
+            dimensions=settings.embedding_dimensions,
+            model_id=settings.embedding_model_id,
+        )
+    if search_client is None:
+        credentials = session.get_credentials() if session is not None else None
+        search_client = connect(settings.search_endpoint, region=settings.region, credentials=credentials)
     index = OpenSearchIndex(
-        connect(settings.search_endpoint, region=settings.region),
+        search_client,
         settings.search_index,
         model_id=embedder.model_id,
         dimensions=embedder.dimensions,
         replicas=settings.search_replicas,
+        refresh=False if bulk_load else "wait_for",
     )
+    _hand_the_gil_over_promptly()
     return RecallEngine(index, embedder)
 
 
@@ -126,7 +178,7 @@ def build(
         ids=RandomIds(),
     )
     files = FileService(ports, objects, DynamoFileRepository(table))
-    engine = recall_engine or lazy(lambda: aws_recall_engine(settings))
+    engine = recall_engine or lazy(lambda: build_recall_engine(settings))
     memories = MemoryService(ports, objects, jobs.holds, engine)
     records = RecordService(ports, memories, files, engine)
     recall = RecallService(ports, memories, records, engine, AbstainPolicy(settings.abstain_similarity))

@@ -26,29 +26,34 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from uhp_memories import stage_outputs as outputs
 from uhp_memories.adapters.dynamodb import keys
-from uhp_memories.adapters.dynamodb.items import from_dynamo, record_from
-from uhp_memories.admin.target import TargetError
+from uhp_memories.adapters.dynamodb.items import RECORD_ENTITY, from_dynamo, record_from
+from uhp_memories.adapters.dynamodb.table import DynamoTable
+from uhp_memories.admin.target import TargetError, stack_outputs
+from uhp_memories.bootstrap import build_recall_engine
 from uhp_memories.domain.models import RecordVersion
 from uhp_memories.search.engine import RecallEngine
 from uhp_memories.search.errors import EmbeddingModelMismatch, SearchUnavailable
 from uhp_memories.settings import Settings
 
-RECORD_ENTITY = "record"
+if TYPE_CHECKING:
+    from uhp_memories.search.opensearch import OpenSearchIndex
+
 PAGE_SIZE = 200  # items a Scan page evaluates (record items and others)
 BATCH_SIZE = 50  # versions per index call (one OpenSearch _bulk)
 ATTEMPTS = 5  # per batch, while the domain or the model answers "unavailable"
 BACKOFF_SECONDS = 2.0
-# Stack outputs (infra/stacks/memory_service.py) -> what they name.
+# The stage's outputs (uhp_memories.stage_outputs) -> what they name.
 STACK_OUTPUTS = {
-    "MainTableName": "table",
-    "SearchEndpoint": "search_endpoint",
-    "SearchIndexName": "index_name",
-    "SearchIndexReplicas": "replicas",
-    "EmbeddingModelId": "embedding_model_id",
-    "EmbeddingDimensions": "embedding_dimensions",
+    outputs.MAIN_TABLE_NAME: "table",
+    outputs.SEARCH_ENDPOINT: "search_endpoint",
+    outputs.SEARCH_INDEX_NAME: "index_name",
+    outputs.SEARCH_INDEX_REPLICAS: "replicas",
+    outputs.EMBEDDING_MODEL_ID: "embedding_model_id",
+    outputs.EMBEDDING_DIMENSIONS: "embedding_dimensions",
 }
 
 
@@ -104,57 +109,57 @@ class IndexTarget(Protocol):
     def engine(self) -> RecallEngine: ...
 
 
-@dataclass
 class OpenSearchTarget:
-    """One OpenSearch index, through an `opensearchpy.OpenSearch` client, with the stage's embedder."""
+    """The stage's OpenSearch index, opened as the functions open it (bootstrap.build_recall_engine),
+    for a bulk load: writes are left to the index's refresh interval. `session` signs the calls
+    (None: the default credentials); `search_client` and `embedder` stand in for the stage's."""
 
-    client: Any
-    embedder: Any  # the Embedder port: Titan in AWS
-    index_name: str
-    replicas: int = 1
-    _engine: RecallEngine | None = field(default=None, init=False, repr=False)
+    def __init__(
+        self,
+        settings: Settings,
+        session: Any | None = None,
+        *,
+        search_client: Any | None = None,
+        embedder: Any | None = None,
+    ) -> None:
+        self._settings = settings
+        self._engine = self._open(session=session, search_client=search_client, embedder=embedder)
+        self._ensured = False
+
+    def _open(self, **how: Any) -> RecallEngine:
+        engine = build_recall_engine(self._settings, bulk_load=True, **how)
+        if engine is None:
+            raise ReindexError("the stage has no search domain to reindex (no search endpoint)")
+        return engine
+
+    @property
+    def _index(self) -> OpenSearchIndex:
+        return cast("OpenSearchIndex", self._engine.index)
 
     @property
     def description(self) -> str:
-        return f"OpenSearch index {self.index_name} ({self.embedder.model_id}, {self.embedder.dimensions} dimensions)"
+        embedder = self._engine.embedder
+        return f"OpenSearch index {self._index.index_name} ({embedder.model_id}, {embedder.dimensions} dimensions)"
 
     def drop(self) -> None:
-        self.client.indices.delete(index=self.index_name, ignore=[404])
-        self._engine = None
+        index = self._index
+        index.client.indices.delete(index=index.index_name, ignore=[404])
+        # Opened again: an index object remembers having created (or checked) its index.
+        self._engine = self._open(search_client=index.client, embedder=self._engine.embedder)
+        self._ensured = False
 
     def engine(self) -> RecallEngine:
-        if self._engine is None:
-            from uhp_memories.search.opensearch import OpenSearchIndex
-
-            index = OpenSearchIndex(
-                self.client,
-                self.index_name,
-                model_id=self.embedder.model_id,
-                dimensions=self.embedder.dimensions,
-                replicas=self.replicas,
-                # A bulk load: documents show at the index's next refresh, not one by one.
-                refresh=False,
-            )
+        if not self._ensured:
             # Created now (or its model checked), before the first batch: after a drop, the index
             # exists again at once with the project's mapping.
-            index.ensure_index()
-            self._engine = RecallEngine(index, self.embedder)
+            self._index.ensure_index()
+            self._ensured = True
         return self._engine
 
 
 def aws_target(settings: Settings, session: Any) -> OpenSearchTarget:
-    """The stage's index as the functions open it (uhp_memories.bootstrap.aws_recall_engine), signed
-    with this session's credentials."""
-    from uhp_memories.search.bedrock import TitanEmbedder
-    from uhp_memories.search.opensearch import connect
-
-    embedder = TitanEmbedder(
-        session.client("bedrock-runtime", region_name=settings.region),
-        dimensions=settings.embedding_dimensions,
-        model_id=settings.embedding_model_id,
-    )
-    client = connect(settings.search_endpoint, region=settings.region, credentials=session.get_credentials())
-    return OpenSearchTarget(client, embedder, settings.search_index, settings.search_replicas)
+    """The stage's index, signed with this session's credentials."""
+    return OpenSearchTarget(settings, session)
 
 
 # -- the rebuild -------------------------------------------------------------------------------
@@ -197,6 +202,7 @@ def reindex(
         target.drop()
         report.dropped = True
     engine = target.engine()
+    main_table = DynamoTable(dynamodb, table)
     for page in record_pages(dynamodb, table, page_size=page_size):
         report.pages += 1
         report.scanned_items += page.scanned
@@ -204,7 +210,7 @@ def reindex(
         for start in range(0, len(page.versions), batch_size):
             batch = page.versions[start : start + batch_size]
             report.retries += _index_with_retries(engine, batch, attempts, sleep)
-            vanished = _vanished(dynamodb, table, batch, sleep)
+            vanished = _vanished(main_table, batch)
             for (tenant, memory_id), ids in vanished.items():
                 engine.erase(tenant, memory_id, ids)
             report.vanished_versions += sum(len(ids) for ids in vanished.values())
@@ -214,28 +220,13 @@ def reindex(
     return report
 
 
-def _vanished(
-    dynamodb: Any, table: str, batch: Sequence[RecordVersion], sleep: Callable[[float], None]
-) -> dict[tuple[str, str], list[str]]:
+def _vanished(table: DynamoTable, batch: Sequence[RecordVersion]) -> dict[tuple[str, str], list[str]]:
     """The versions of `batch` the table no longer holds (an erase deleted them meanwhile)."""
     wanted = {(keys.memory_pk(v.tenant, v.memory_id), keys.record_sk(v.id)): v for v in batch}
-    request: dict[str, Any] = {
-        table: {
-            "Keys": [{"PK": {"S": pk}, "SK": {"S": sk}} for pk, sk in wanted],
-            "ProjectionExpression": "PK, SK",
-            "ConsistentRead": True,
-        }
-    }
-    present: set[tuple[str, str]] = set()
-    for attempt in range(100):
-        answer = dynamodb.batch_get_item(RequestItems=request)
-        present |= {(item["PK"]["S"], item["SK"]["S"]) for item in answer.get("Responses", {}).get(table, [])}
-        request = answer.get("UnprocessedKeys") or {}
-        if not request:
-            break
-        sleep(min(BACKOFF_SECONDS, 0.05 * 2**attempt))
-    else:
-        raise ReindexError("DynamoDB kept leaving keys of a batch unprocessed; run reindex again")
+    try:
+        present = {(str(item["PK"]), str(item["SK"])) for item in table.get_many(list(wanted), consistent=True)}
+    except RuntimeError as error:  # DynamoTable.get_many: keys still unprocessed after its retries
+        raise ReindexError(f"{error}: run reindex again") from error
     vanished: dict[tuple[str, str], list[str]] = {}
     for key, version in wanted.items():
         if key not in present:
@@ -284,15 +275,7 @@ class ReindexSettings:
         )
 
 
-def stack_outputs(cloudformation: Any, stack_name: str) -> dict[str, str]:
-    try:
-        stacks = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
-    except Exception as error:  # botocore's ClientError for a missing stack, credentials errors...
-        raise TargetError(f"cannot read stack {stack_name!r}: {error}") from error
-    return {o["OutputKey"]: o["OutputValue"] for o in (stacks[0].get("Outputs") or [])} if stacks else {}
-
-
-def resolve(outputs: Mapping[str, str], options: Mapping[str, Any]) -> ReindexSettings:
+def resolve(found: Mapping[str, str], options: Mapping[str, Any]) -> ReindexSettings:
     """Options override the stack's outputs (say, `--index-name` to rebuild into a new index)."""
     defaults = Settings()
     values: dict[str, Any] = {
@@ -301,7 +284,7 @@ def resolve(outputs: Mapping[str, str], options: Mapping[str, Any]) -> ReindexSe
         "embedding_model_id": defaults.embedding_model_id,
         "embedding_dimensions": defaults.embedding_dimensions,
     }
-    values.update({name: outputs[output] for output, name in STACK_OUTPUTS.items() if output in outputs})
+    values.update({name: found[output] for output, name in STACK_OUTPUTS.items() if output in found})
     values.update({name: value for name, value in options.items() if value is not None})
     missing = [option for option, name in (("--table", "table"), ("--search-endpoint", "search_endpoint"))
                if not values.get(name)]
@@ -365,7 +348,7 @@ def run(args: argparse.Namespace) -> int:
     when some record items could not be read (named by their keys in the report)."""
     try:
         session = _session(args)
-        outputs = stack_outputs(session.client("cloudformation"), args.stack) if args.stack else {}
+        found = stack_outputs(session.client("cloudformation"), args.stack) if args.stack else {}
         options = {
             "table": args.table,
             "search_endpoint": args.search_endpoint,
@@ -374,7 +357,7 @@ def run(args: argparse.Namespace) -> int:
             "embedding_model_id": args.embedding_model_id,
             "embedding_dimensions": args.embedding_dimensions,
         }
-        where = resolve(outputs, options)
+        where = resolve(found, options)
         region = session.region_name or Settings().region
         target = aws_target(where.settings(region), session)
         if args.from_scratch:

@@ -2,9 +2,10 @@
 
 A tenant is an API Gateway usage plan on the stage (its throttle and monthly quota). A key is three
 things made together: an API Gateway API key in the tenant's usage plan (so the plan applies to it:
-the authorizer names it as usageIdentifierKey), and an item in the keys table {key_hash, key_id,
-tenant, principal, groups} that the authorizer reads. The key itself is shown once and stored
-nowhere but in API Gateway, which needs it to match usageIdentifierKey.
+the authorizer names it as usageIdentifierKey), and an item in the keys table that the authorizer
+reads, written and read by the keys adapter (uhp_memories.adapters.dynamodb.apikeys), as local mode
+writes its keys. The key itself is shown once and stored nowhere but in API Gateway, which needs it
+to match usageIdentifierKey.
 """
 
 from __future__ import annotations
@@ -13,12 +14,11 @@ import contextlib
 import re
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from uhp_memories.adapters.dynamodb.apikeys import hash_key
-from uhp_memories.adapters.dynamodb.items import from_dynamo, to_dynamo
+from uhp_memories.adapters.dynamodb.apikeys import ApiKey, DynamoKeyRepository, hash_key, new_key_id
 from uhp_memories.admin.target import StageTarget
 
 TENANT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -84,7 +84,7 @@ def _check(pattern: re.Pattern[str], value: str, what: str) -> str:
 class StageAdmin:
     def __init__(self, apigateway: Any, dynamodb: Any, target: StageTarget) -> None:
         self._apigw = apigateway
-        self._dynamodb = dynamodb
+        self._keys = DynamoKeyRepository(dynamodb, target.keys_table)
         self._target = target
 
     # -- tenants -----------------------------------------------------------------------------
@@ -139,7 +139,7 @@ class StageAdmin:
         plan = self.find_tenant(tenant)
         if plan is None:
             raise AdminError(f"no tenant {tenant!r} on this stage: run `uhp-memories tenants create {tenant}` first")
-        key_id = "key_" + secrets.token_hex(12)
+        key_id = new_key_id()
         principal = _check(PRINCIPAL_PATTERN, principal or f"key:{key_id}", "principal")
         key = "uhp_" + secrets.token_urlsafe(32)
         api_key = self._apigw.create_api_key(
@@ -153,20 +153,8 @@ class StageAdmin:
         try:
             self._apigw.create_usage_plan_key(usagePlanId=plan["id"], keyId=api_key["id"], keyType="API_KEY")
             # Last: the item is what makes the key usable, so a failure before it leaves nothing usable.
-            self._dynamodb.put_item(
-                TableName=self._target.keys_table,
-                Item=to_dynamo(
-                    {
-                        "key_hash": hash_key(key),
-                        "key_id": key_id,
-                        "tenant": tenant,
-                        "principal": principal,
-                        "groups": list(groups),
-                        "created_at": info.created_at,
-                        "api_key_id": api_key["id"],
-                    }
-                ),
-                ConditionExpression="attribute_not_exists(key_hash)",
+            self._keys.put(
+                hash_key(key), key_id, tenant, principal, groups, created_at=info.created_at, api_key_id=api_key["id"]
             )
         except Exception:
             self._apigw.delete_api_key(apiKey=api_key["id"])
@@ -175,55 +163,35 @@ class StageAdmin:
 
     def list_keys(self, tenant: str | None = None) -> list[KeyInfo]:
         """Every key of the stage (or of one tenant), oldest first. An operator's scan of a small table."""
-        scan: dict[str, Any] = {"TableName": self._target.keys_table}
-        if tenant is not None:
-            scan |= {"FilterExpression": "tenant = :t", "ExpressionAttributeValues": {":t": {"S": tenant}}}
-        keys = []
-        for page in self._dynamodb.get_paginator("scan").paginate(**scan):
-            keys += [self._key_info(from_dynamo(item)) for item in page.get("Items", [])]
+        keys = [self._key_info(key) for _, key in self._keys.scan(tenant)]
         return sorted(keys, key=lambda k: (k.created_at, k.key_id))
 
     def revoke_key(self, key_id: str) -> KeyInfo:
         """Mark the key revoked (the authorizer refuses it once its cached answer expires) and delete
         its API Gateway key (which refuses it at once)."""
-        items = self._find_key_items(key_id)
-        if not items:
+        found = self._keys.with_id(key_id)
+        if not found:
             raise AdminError(f"no key {key_id!r} on this stage")
         revoked_at = _now()
-        for item in items:
-            self._dynamodb.update_item(
-                TableName=self._target.keys_table,
-                Key=to_dynamo({"key_hash": item["key_hash"]}),
-                UpdateExpression="SET revoked = :true, revoked_at = if_not_exists(revoked_at, :now)",
-                ExpressionAttributeValues=to_dynamo({":true": True, ":now": revoked_at}),
-            )
-            if item.get("api_key_id"):
+        for key_hash, key in found:
+            self._keys.revoke(key_hash, revoked_at)
+            if key.api_key_id:
                 # Already gone when revoking twice: that is fine.
                 with contextlib.suppress(self._apigw.exceptions.NotFoundException):
-                    self._apigw.delete_api_key(apiKey=item["api_key_id"])
-        item = items[0]
-        return self._key_info({**item, "revoked": True, "revoked_at": item.get("revoked_at") or revoked_at})
-
-    def _find_key_items(self, key_id: str) -> list[dict[str, Any]]:
-        found = []
-        scan = {
-            "TableName": self._target.keys_table,
-            "FilterExpression": "key_id = :k",
-            "ExpressionAttributeValues": {":k": {"S": key_id}},
-        }
-        for page in self._dynamodb.get_paginator("scan").paginate(**scan):
-            found += [from_dynamo(item) for item in page.get("Items", [])]
-        return found
+                    self._apigw.delete_api_key(apiKey=key.api_key_id)
+        key = found[0][1]
+        return self._key_info(key, revoked=True, revoked_at=key.revoked_at or revoked_at)
 
     @staticmethod
-    def _key_info(item: dict[str, Any]) -> KeyInfo:
-        return KeyInfo(
-            key_id=str(item["key_id"]),
-            tenant=str(item["tenant"]),
-            principal=str(item["principal"]),
-            groups=tuple(item.get("groups") or ()),
-            created_at=str(item.get("created_at", "")),
-            revoked=bool(item.get("revoked", False)),
-            revoked_at=str(item.get("revoked_at", "")),
-            api_key_id=str(item.get("api_key_id", "")),
+    def _key_info(key: ApiKey, **changes: Any) -> KeyInfo:
+        info = KeyInfo(
+            key_id=key.key_id,
+            tenant=key.tenant,
+            principal=key.principal,
+            groups=key.groups,
+            created_at=key.created_at,
+            revoked=key.revoked,
+            revoked_at=key.revoked_at,
+            api_key_id=key.api_key_id,
         )
+        return replace(info, **changes)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from uhp_memories import bootstrap
 from uhp_memories.adapters.dynamodb.idempotency import PackedDynamoDBPersistenceLayer
-from uhp_memories.api.errors import JSON, describe_validation_errors, error_dict, error_response
+from uhp_memories.api.errors import JSON, code_response, describe_validation_errors, domain_error_response, error_dict
 from uhp_memories.domain.errors import DomainError, Unauthenticated
 from uhp_memories.domain.models import Caller
 from uhp_memories.search.errors import SearchUnavailable
@@ -39,100 +39,42 @@ IDEMPOTENCY_KEY_PATH = (
 )
 
 
-class _PerThread:
-    """An attribute of which each thread sees its own value (`initial()` until it sets one)."""
-
-    def __init__(self, initial: Callable[[], Any] | None = None) -> None:
-        self._initial = initial
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
-
-    def __get__(self, instance: Any, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
-        values = instance._per_thread
-        if not hasattr(values, self._name) and self._initial is not None:
-            setattr(values, self._name, self._initial())
-        return getattr(values, self._name)
-
-    def __set__(self, instance: Any, value: Any) -> None:
-        setattr(instance._per_thread, self._name, value)
-
-
-class Resolver(APIGatewayRestResolver):
-    """Powertools' resolver for a process that resolves several requests at once: the local gateway
-    runs every function in one process, on a thread per request. Powertools keeps the request being
-    resolved on the class (the event, the Lambda context) and on the app (the matched route and its
-    arguments), which is right in Lambda (one request per environment) and, in one process, lets a
-    request read another's event: its caller, its route. Here each thread keeps its own, and every
-    route's middleware stack is built once, before the first request uses it."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        self._per_thread = threading.local()
-        self._stacks_lock = threading.Lock()
-        self._stacks_built = False
-        super().__init__(**kwargs)
-
-    current_event = _PerThread()  # type: ignore[assignment]
-    lambda_context = _PerThread()  # type: ignore[assignment]
-    context = _PerThread(dict)  # type: ignore[assignment]
-
-    def resolve(self, event: Any, context: Any) -> dict[str, Any]:
-        self._build_stacks()
-        self.lambda_context = context
-        return super().resolve(event, context)
-
-    def _to_proxy_event(self, event: dict) -> Any:
-        # resolve() puts what this returns on the class, shared by every thread: kept per thread too.
-        self.current_event = super()._to_proxy_event(event)
-        return self.current_event
-
-    def _build_stacks(self) -> None:
-        """Build each route's middleware stack now, once: built lazily by two requests at once, a
-        stack can come out wrapped twice."""
-        if self._stacks_built:
-            return
-        with self._stacks_lock:
-            if not self._stacks_built:
-                for route in self._static_routes + self._dynamic_routes:
-                    if not route._middleware_stack_built:
-                        route._build_middleware_stack(router_middlewares=self._router_middlewares, app=self)
-                self._stacks_built = True
-
-
 def make_resolver() -> APIGatewayRestResolver:
-    app = Resolver(enable_validation=True)
+    # Powertools keeps the request being resolved on the class and on the app: right in Lambda (one
+    # request per execution environment). The local gateway, a thread per request, installs
+    # uhp_memories.local.patches.powertools_threads to keep it per thread.
+    app = APIGatewayRestResolver(enable_validation=True)
 
+    # Each answer's status comes from its code (api/errors.HTTP_STATUS), never from the error.
     @app.exception_handler(DomainError)
     def handle_domain_error(error: DomainError) -> Response:
-        return error_response(error.status, error.code, error.message, **error.details)
+        return domain_error_response(error)
 
     @app.exception_handler(SearchUnavailable)
     def handle_search_unavailable(error: SearchUnavailable) -> Response:
-        return error_response(503, "memory_unavailable", "the provider's search did not answer; retry later")
+        return code_response("memory_unavailable", "the provider's search did not answer; retry later")
 
     @app.exception_handler(RequestValidationError)
     def handle_validation_error(error: RequestValidationError) -> Response:
         errors: list[dict[str, Any]] = [dict(e) for e in error.errors()]
         if any(e.get("type") == "json_invalid" for e in errors):
-            return error_response(400, "invalid_request", "the request body is not valid JSON")
-        return error_response(422, "memory_invalid", describe_validation_errors(errors))
+            return code_response("invalid_request", "the request body is not valid JSON")
+        return code_response("memory_invalid", describe_validation_errors(errors))
 
     @app.exception_handler(ValidationError)
     def handle_model_error(error: ValidationError) -> Response:
         # A body a handler validates itself (one whose shape depends on its content type).
-        return error_response(422, "memory_invalid", describe_validation_errors([dict(e) for e in error.errors()]))
+        return code_response("memory_invalid", describe_validation_errors([dict(e) for e in error.errors()]))
 
     @app.not_found
     def handle_not_found(_: NotFoundError) -> Response:
-        return error_response(404, "not_found", "no such route")
+        return code_response("not_found", "no such route")
 
     @app.exception_handler(Exception)
     def handle_unexpected(error: Exception) -> Response:
         # The type only: a message could carry record content, and content is never logged.
         logger.error("unhandled error", extra={"error_type": type(error).__name__})
-        return error_response(500, "internal_error", "the server failed; the request may be retried")
+        return code_response("internal_error", "the server failed; the request may be retried")
 
     return app
 

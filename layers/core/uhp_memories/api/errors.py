@@ -7,7 +7,47 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
+from uhp_memories.domain.errors import DomainError
+
 JSON = "application/json"
+
+# Error code -> HTTP status, for every code a domain error carries (§12) and the resolver's own. The
+# only place a status is chosen for an error: the domain raises codes, and an unknown code is a 500.
+HTTP_STATUS: dict[str, int] = {
+    "invalid_request": 400,
+    "unauthenticated": 401,
+    "memory_forbidden": 403,
+    "not_found": 404,  # no such route
+    "memory_not_found": 404,
+    "memory_record_not_found": 404,
+    "memory_grant_not_found": 404,
+    "memory_job_not_found": 404,
+    "memory_query_not_found": 404,
+    "memory_consolidation_not_found": 404,
+    "memories_not_attached": 404,
+    "file_not_found": 404,
+    "memory_conflict": 409,
+    "memory_busy": 409,
+    "memory_invalid": 422,
+    "memory_unsupported": 422,
+    "internal_error": 500,
+    "memory_unavailable": 503,
+}
+
+
+def status_of(code: str) -> int:
+    return HTTP_STATUS.get(code, 500)
+
+
+def code_response(code: str, message: str, **details: Any) -> Response:
+    """The error answer for a code, with the status the table gives it."""
+    return error_response(status_of(code), code, message, **details)
+
+
+def domain_error_response(error: DomainError) -> Response:
+    """A domain error as the API answers it: its code, its message and its details (a conflict's
+    current_record_id), with its code's status."""
+    return code_response(error.code, error.message, **error.details)
 
 
 def error_response(status: int, code: str, message: str, **details: Any) -> Response:

@@ -8,7 +8,7 @@ budget counted in records, and forgets every record that repeats an earlier curr
 runs out stops; the next resumes after `read.through`. Revert appends: each record the run forgot
 becomes current again as a new version, written by the consolidator.
 
-A run executes in the consolidation state machine (functions/workflows/consolidate.asl.json) and
+A run executes in the consolidation state machine (uhp_memories/workflows/consolidate.asl.json) and
 holds its memory while it runs: a move or a delete answers memory_busy.
 """
 
@@ -36,7 +36,6 @@ MAX_BUDGET = 10_000
 
 class RunNotFound(DomainError):
     code = "memory_consolidation_not_found"
-    status = 404
 
     def __init__(self, run_id: str) -> None:
         super().__init__(f"consolidation run {run_id} not found")
@@ -238,11 +237,12 @@ class ConsolidationService:
 
     # -- the workflow's steps ----------------------------------------------------------------
 
-    def consolidate(self, state: dict[str, Any]) -> dict[str, Any]:
-        tenant, memory_id = state["tenant"], state["memory_id"]
-        run = self._runs.get(tenant, memory_id, state["run_id"])
+    def consolidate(self, tenant: str, memory_id: str, run_id: str) -> Run | None:
+        """One pass of a started run; the run as the pass left it (None: no such run). A retried step
+        after the pass finished changes nothing and answers the finished run."""
+        run = self._runs.get(tenant, memory_id, run_id)
         if run is None or run.status not in ("queued", "running"):
-            return {"status": run.status if run else "missing"}  # a retried step after the finish
+            return run
         earlier = [r for r in self._runs.list(tenant, memory_id)
                    if r.id != run.id and r.status in ("completed", "stopped") and r.read_through]
         through = max((r.read_through for r in earlier if r.read_through), default=None)
@@ -297,15 +297,14 @@ class ConsolidationService:
             changes=tuple(work.changes),
         )
         self._runs.save(finished, release=True)
-        return {"status": finished.status}
+        return finished
 
-    def record_failure(self, state: dict[str, Any]) -> dict[str, Any]:
-        run = self._runs.get(state["tenant"], state["memory_id"], state["run_id"])
+    def record_failure(self, tenant: str, memory_id: str, run_id: str, error: str) -> None:
+        """The pass kept failing after its retries: the run fails with `error` and frees its memory.
+        A run that finished meanwhile keeps its outcome."""
+        run = self._runs.get(tenant, memory_id, run_id)
         if run is not None and run.status in ("queued", "running"):
-            error = state.get("error") or {}
             self._runs.save(
-                run.evolve(status="failed", finished_at=self._ports.clock.now_ms() // 1000,
-                           error=str(error.get("Error", "States.TaskFailed"))),
+                run.evolve(status="failed", finished_at=self._ports.clock.now_ms() // 1000, error=error),
                 release=True,
             )
-        return {"status": "failed"}

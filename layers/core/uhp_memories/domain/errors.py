@@ -1,11 +1,11 @@
-"""Domain errors. Each carries the protocol's error code; the API layer maps codes to HTTP once."""
+"""Domain errors. Each carries the protocol's error code and a message, never an HTTP status: the API layer
+maps each code to its status, in one table (uhp_memories.api.errors.HTTP_STATUS)."""
 
 from __future__ import annotations
 
 
 class DomainError(Exception):
     code = "internal_error"
-    status = 500
 
     def __init__(self, message: str, **details: object) -> None:
         super().__init__(message)
@@ -17,19 +17,16 @@ class InvalidRequest(DomainError):
     """The request could not be read at all (malformed JSON, wrong content)."""
 
     code = "invalid_request"
-    status = 400
 
 
 class Unauthenticated(DomainError):
     code = "unauthenticated"
-    status = 401
 
 
 class MemoryNotFound(DomainError):
     """No such memory, or one the caller may not see: the two are never told apart."""
 
     code = "memory_not_found"
-    status = 404
 
     def __init__(self, memory_id: str | None = None) -> None:
         super().__init__(f"memory {memory_id} not found" if memory_id else "memory not found")
@@ -37,7 +34,6 @@ class MemoryNotFound(DomainError):
 
 class MemoryForbidden(DomainError):
     code = "memory_forbidden"
-    status = 403
 
     def __init__(self, privilege: str) -> None:
         super().__init__(f"this operation needs the '{privilege}' privilege on the memory")
@@ -45,7 +41,6 @@ class MemoryForbidden(DomainError):
 
 class RecordNotFound(DomainError):
     code = "memory_record_not_found"
-    status = 404
 
     def __init__(self, record_id: str) -> None:
         super().__init__(f"record {record_id} not found in this memory")
@@ -53,7 +48,6 @@ class RecordNotFound(DomainError):
 
 class GrantNotFound(DomainError):
     code = "memory_grant_not_found"
-    status = 404
 
     def __init__(self, grant_id: str) -> None:
         super().__init__(f"grant {grant_id} not found on this memory")
@@ -61,24 +55,20 @@ class GrantNotFound(DomainError):
 
 class MemoryInvalid(DomainError):
     code = "memory_invalid"
-    status = 422
 
 
 class MemoryUnsupported(DomainError):
     code = "memory_unsupported"
-    status = 422
 
 
 class MemoryConflict(DomainError):
     """A write based on a stale version, or a name already taken."""
 
     code = "memory_conflict"
-    status = 409
 
 
 class MemoryBusy(DomainError):
     code = "memory_busy"
-    status = 409
 
 
 class StaleVersion(Exception):

@@ -23,7 +23,6 @@ DOWNLOAD_SECONDS = 300
 
 class FileNotFound(DomainError):
     code = "file_not_found"
-    status = 404
 
     def __init__(self, file_id: str) -> None:
         super().__init__(f"file {file_id} not found")

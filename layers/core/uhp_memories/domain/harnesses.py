@@ -39,7 +39,6 @@ CHANGE_PRIVILEGE = "delete"
 
 class MemoriesNotAttached(DomainError):
     code = "memories_not_attached"
-    status = 404
 
     def __init__(self, harness_id: str) -> None:
         super().__init__(f"harness {harness_id} has no memories attached")

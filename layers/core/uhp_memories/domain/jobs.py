@@ -38,7 +38,7 @@ class JobRepository(Protocol):
 
 
 class WorkflowRunner(Protocol):
-    """Step Functions: named executions of the state machines in functions/workflows/."""
+    """Step Functions: named executions of the state machines in uhp_memories/workflows/."""
 
     def start(self, workflow: str, execution_name: str, payload: dict[str, Any]) -> None:
         ...

@@ -40,7 +40,6 @@ MAX_QUERIES = 100
 
 class QueryNotFound(DomainError):
     code = "memory_query_not_found"
-    status = 404
 
     def __init__(self, name: str) -> None:
         super().__init__(f"no named query '{name}' on this memory")

@@ -29,7 +29,6 @@ RECALL_LIMIT_DEFAULT = 10
 
 class MemoryUnavailable(DomainError):
     code = "memory_unavailable"
-    status = 503
 
 
 class QueryNotEmbedded(MemoryUnavailable):

@@ -1,5 +1,6 @@
 """Erase (§5.2) and memory delete as workflows. The API call checks and starts; each step of the
-state machine (functions/workflows/*.asl.json) is one idempotent method here; a job records the
+state machine (uhp_memories/workflows/*.asl.json) is one idempotent method here, taking and returning
+domain values (functions/steps/handler.py reads and writes the workflow's state); a job records the
 outcome for the client to poll when the workflow outlasts the request.
 
 Erase removes content for good from every place this service keeps it: DynamoDB versions, the
@@ -40,6 +41,32 @@ class SearchEraser(Protocol):
 
     def erase(self, tenant: str, memory_id: str, record_ids: Sequence[str]) -> None:
         ...
+
+
+@dataclass(frozen=True)
+class ChainTarget:
+    """One version chain an erase removes, in the memory that holds it."""
+
+    memory_id: str
+    chain_id: str
+
+
+@dataclass(frozen=True)
+class VersionTarget:
+    """One record version an erase removes: the report names it."""
+
+    id: str
+    memory_id: str
+
+
+@dataclass(frozen=True)
+class EraseTargets:
+    """Everything one erase removes, resolved once by its first step and carried by the workflow to
+    the others (so a retried step removes exactly what the first attempt meant to)."""
+
+    chains: tuple[ChainTarget, ...] = ()
+    versions: tuple[VersionTarget, ...] = ()
+    files: tuple[str, ...] = ()  # uploaded files the versions name, by id
 
 
 @dataclass(frozen=True)
@@ -196,19 +223,20 @@ class RemovalService:
 
     # -- erase steps -------------------------------------------------------------------------
 
-    def resolve_erase_targets(self, state: dict[str, Any]) -> dict[str, Any]:
+    def resolve_erase_targets(
+        self, tenant: str, memory_id: str, record_ids: Sequence[str] | None, filters: Any
+    ) -> EraseTargets:
         """Every version chain to erase: the named records or those a filter matches, and then,
         transitively, every record derived from one of them, in any memory of the tenant."""
-        tenant, memory_id = state["tenant"], state["memory_id"]
         records = self._ports.records
         chains: dict[tuple[str, str], None] = {}
-        if state.get("record_ids") is not None:
-            for record_id in state["record_ids"]:
+        if record_ids is not None:
+            for record_id in record_ids:
                 found = records.get(tenant, memory_id, record_id)
                 if found is not None:
                     chains[(memory_id, found.chain_id)] = None
         else:
-            flt = parse_filter(state.get("filters"))
+            flt = parse_filter(filters)
             for _, version in records.scan_versions(tenant, memory_id, None, None):
                 if matches(flt, version):
                     chains[(memory_id, version.chain_id)] = None
@@ -231,64 +259,62 @@ class RemovalService:
             if len(chains) > MAX_CHAINS:
                 raise MemoryInvalid(f"one erase reaches at most {MAX_CHAINS} records; erase in smaller parts")
             frontier = next_frontier
-        return {
-            "chains": [{"memory_id": m, "chain_id": c} for m, c in chains],
-            "versions": [{"id": v, "memory_id": m} for v, m in versions.items()],
-            "files": sorted(files),
-        }
+        return EraseTargets(
+            chains=tuple(ChainTarget(m, c) for m, c in chains),
+            versions=tuple(VersionTarget(v, m) for v, m in versions.items()),
+            files=tuple(sorted(files)),
+        )
 
-    def erase_from_index(self, state: dict[str, Any]) -> dict[str, Any]:
+    def erase_from_index(self, tenant: str, versions: Sequence[VersionTarget]) -> bool:
+        """Drop the versions' documents from the recall index. False when the deployment keeps none."""
         search = self._search()
         if search is None:
-            return {"index": "none"}
+            return False
         by_memory: dict[str, list[str]] = {}
-        for version in state["targets"]["versions"]:
-            by_memory.setdefault(version["memory_id"], []).append(version["id"])
+        for version in versions:
+            by_memory.setdefault(version.memory_id, []).append(version.id)
         for memory_id, ids in by_memory.items():
-            search.erase(state["tenant"], memory_id, ids)
-        return {"index": "erased"}
+            search.erase(tenant, memory_id, ids)
+        return True
 
-    def erase_files(self, state: dict[str, Any]) -> dict[str, Any]:
-        tenant = state["tenant"]
+    def erase_files(self, tenant: str, targets: EraseTargets) -> int:
+        """Every S3 object version of the chains' files and of the uploads they name; how many went."""
         removed = 0
-        for chain in state["targets"]["chains"]:
-            removed += self._objects.delete_all_versions(chain_key(tenant, chain["memory_id"], chain["chain_id"]))
-        for file_id in state["targets"]["files"]:
+        for chain in targets.chains:
+            removed += self._objects.delete_all_versions(chain_key(tenant, chain.memory_id, chain.chain_id))
+        for file_id in targets.files:
             removed += self._objects.delete_all_versions(upload_key(tenant, file_id))
-        return {"object_versions": removed}
+        return removed
 
-    def erase_cached_responses(self, state: dict[str, Any]) -> dict[str, Any]:
-        needles = [v["id"] for v in state["targets"]["versions"]] + list(state["targets"]["files"])
-        return {"responses": self._cached.purge_mentioning(needles)}
+    def erase_cached_responses(self, targets: EraseTargets) -> int:
+        """Kept idempotent responses that mention a target; how many went."""
+        return self._cached.purge_mentioning([v.id for v in targets.versions] + list(targets.files))
 
-    def erase_records(self, state: dict[str, Any]) -> dict[str, Any]:
-        tenant = state["tenant"]
-        for chain in state["targets"]["chains"]:
-            self._ports.records.erase_chain(tenant, chain["memory_id"], chain["chain_id"])
-        return {"chains": len(state["targets"]["chains"])}
+    def erase_records(self, tenant: str, chains: Sequence[ChainTarget]) -> int:
+        for chain in chains:
+            self._ports.records.erase_chain(tenant, chain.memory_id, chain.chain_id)
+        return len(chains)
 
-    def finish_erase(self, state: dict[str, Any]) -> dict[str, Any]:
+    def finish_erase(self, tenant: str, job_id: str, versions: Sequence[VersionTarget]) -> Job:
+        """Complete the job with its report: what was erased, and what still holds a copy."""
         now = self._ports.clock.now_ms()
-        versions = state["targets"]["versions"]
         result = {
-            "erased": versions,
-            "unreachable": [u for v in versions for u in self._retention.unreachable(v["id"], v["memory_id"], now)],
+            "erased": [{"id": v.id, "memory_id": v.memory_id} for v in versions],
+            "unreachable": [u for v in versions for u in self._retention.unreachable(v.id, v.memory_id, now)],
         }
-        self._jobs.finish(state["tenant"], state["job_id"], "completed", result, now)
-        return {"status": "completed"}
+        return self._jobs.finish(tenant, job_id, "completed", result, now)
 
-    def fail(self, state: dict[str, Any]) -> dict[str, Any]:
-        """The workflow gave up after its retries: say so, with every target still unreachable."""
+    def record_failure(self, tenant: str, job_id: str, versions: Sequence[VersionTarget], error: str) -> Job:
+        """The workflow gave up after its retries: say so, with every target still unreachable.
+        `versions` is empty when it failed before it knew its targets (and for a delete)."""
         now = self._ports.clock.now_ms()
-        error = state.get("error") or {}
-        versions = (state.get("targets") or {}).get("versions", [])
         result = {
             "erased": [],
-            "error": str(error.get("Error", "States.TaskFailed")),
+            "error": error,
             "unreachable": [
                 {
-                    "record_id": v["id"],
-                    "memory_id": v["memory_id"],
+                    "record_id": v.id,
+                    "memory_id": v.memory_id,
                     "where": "uhp_memories",
                     "reason": "the workflow failed before it finished; the record may be partly erased",
                     "until": "a new erase of the same records succeeds",
@@ -296,24 +322,20 @@ class RemovalService:
                 for v in versions
             ],
         }
-        self._jobs.finish(state["tenant"], state["job_id"], "failed", result, now)
-        return {"status": "failed"}
+        return self._jobs.finish(tenant, job_id, "failed", result, now)
 
     # -- delete steps ------------------------------------------------------------------------
 
-    def purge_subtree(self, state: dict[str, Any]) -> dict[str, Any]:
-        removed = self._memories.purge_hidden(state["tenant"], state["memory_id"])
-        return {"memories": len(removed)}
+    def purge_subtree(self, tenant: str, memory_id: str) -> list[str]:
+        """Remove the hidden subtree for good; the ids removed."""
+        return self._memories.purge_hidden(tenant, memory_id)
 
-    def finish_delete(self, state: dict[str, Any]) -> dict[str, Any]:
-        now = self._ports.clock.now_ms()
-        self._jobs.finish(state["tenant"], state["job_id"], "completed", {"deleted": True}, now)
-        return {"status": "completed"}
+    def finish_delete(self, tenant: str, job_id: str) -> Job:
+        return self._jobs.finish(tenant, job_id, "completed", {"deleted": True}, self._ports.clock.now_ms())
 
 
 class JobNotFound(DomainError):
     code = "memory_job_not_found"
-    status = 404
 
     def __init__(self, job_id: str) -> None:
         super().__init__(f"job {job_id} not found")

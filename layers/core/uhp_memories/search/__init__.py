@@ -1,5 +1,6 @@
 """Recall's search engine: ports (SearchIndex, Embedder), the engine that keeps an index in step with
-record versions, and adapters.
+record versions, the ranking above the index (ranking.py, with its maths in fusion.py: one ranking
+for every adapter), and adapters.
 
 Importing this package pulls in neither numpy nor onnxruntime nor opensearch-py. The adapters are
 imported by name where they are wired:

@@ -3,13 +3,13 @@
 The record service calls it after each DynamoDB commit with the versions it wrote (a new version,
 and the version a revise or forget closed), on erase with the ids it removed, and on recall with
 the caller's query. The engine turns versions into documents, embeds what has text (reusing the
-vector a closed version already has), and embeds the recall query.
+vector a closed version already has), embeds the recall query, and ranks what the index finds
+(search/ranking.py: the one ranking of every adapter).
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -20,18 +20,15 @@ from uhp_memories.domain.recall import QueryNotEmbedded
 from uhp_memories.domain.timefmt import parse_instant
 from uhp_memories.search.errors import EmbeddingModelMismatch, SearchUnavailable
 from uhp_memories.search.ports import Embedder, Fusion, Hit, SearchDocument, SearchIndex, SearchRequest
+from uhp_memories.search.ranking import rank
 
 logger = logging.getLogger(__name__)
 TextOf = Callable[[RecordVersion], str]
 # A recall's query is embedded on one of these threads while the request thread checks access and
 # reads the memories to search: the model (ONNX locally, Bedrock's HTTP call in AWS) runs without the
-# GIL, so the two overlap.
+# GIL, so the two overlap (the process's GIL switch interval, which decides how promptly the model's
+# thread gets the GIL back, is set where the process builds its engine: bootstrap.build_recall_engine).
 _EMBEDDING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed-query")
-# The model's thread needs the GIL back after each native call; at CPython's default 5 ms interval
-# it waits that long for the request thread to hand it over, and the overlap gains nothing (measured:
-# docs/benchmarks.md, "Latency targets"). 1 ms makes the handover prompt; the process is a recall
-# function or the local gateway, both ours.
-_SWITCH_INTERVAL_S = 0.001
 
 
 def text_of(record: RecordVersion) -> str:
@@ -76,9 +73,11 @@ def _canonical(value: str | None) -> str | None:
 
 class RecallEngine:
     """Keeps a SearchIndex in step with record versions and searches it. Thread-safe when its index
-    and embedder are."""
+    and embedder are. `fusion` ranks a search that names none (Fusion() when None)."""
 
-    def __init__(self, index: SearchIndex, embedder: Embedder, *, text: TextOf = text_of) -> None:
+    def __init__(
+        self, index: SearchIndex, embedder: Embedder, *, text: TextOf = text_of, fusion: Fusion | None = None
+    ) -> None:
         if (embedder.model_id, embedder.dimensions) != (index.model_id, index.dimensions):
             raise EmbeddingModelMismatch(
                 f"{index.model_id} ({index.dimensions} dimensions)",
@@ -86,6 +85,7 @@ class RecallEngine:
             )
         self.index = index
         self.embedder = embedder
+        self.fusion = fusion or Fusion()
         self._text = text
 
     @property
@@ -135,8 +135,6 @@ class RecallEngine:
 
     def embedding(self, query: str) -> Future[list[float] | None]:
         """embed_query started on a worker thread (its future raises what embed_query raises)."""
-        if sys.getswitchinterval() > _SWITCH_INTERVAL_S:
-            sys.setswitchinterval(_SWITCH_INTERVAL_S)
         return _EMBEDDING.submit(self.embed_query, query)
 
     def drop_memory(self, tenant: str, memory_id: str) -> None:
@@ -177,4 +175,4 @@ class RecallEngine:
             fusion=fusion,
             also=tuple(also),
         )
-        return self.index.search(request)
+        return rank(self.index, request, self.fusion)

@@ -1,15 +1,16 @@
-"""What every adapter shares above its own queries: the words of a text query, and the fusion of
-scored signals into one ranking (relative score fusion with episode context, or weighted reciprocal
-rank fusion; see Fusion). Pure Python."""
+"""The maths of recall ranking, in one place for every adapter: the words of a text query, each
+signal's share of its best (relative score fusion), weighted reciprocal rank fusion, and episode
+context read from stretches of the log (see ports.Fusion). search/ranking.py decides what to ask the
+index for; this module scores what it answered. Pure Python."""
 
 from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Container, Mapping, Sequence
+from operator import itemgetter
 
-from uhp_memories.search.ports import CONTEXT, SIGNALS, Fusion, Hit, SearchRequest
+from uhp_memories.search.ports import CONTEXT, SIGNALS, Candidate, Fusion, Hit, SearchRequest
 
 MAX_TERMS = 64
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -24,6 +25,7 @@ theirs them themselves then there these they this those through to too under unt
 were what when where which while who whom why will with would you your yours yourself yourselves
 """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_RECORD_ID, _SCORE = itemgetter(0), itemgetter(5)  # a Candidate's fields, read by C-level map
 
 
 def query_terms(text: str | None) -> list[str]:
@@ -35,16 +37,6 @@ def query_terms(text: str | None) -> list[str]:
     return kept[:MAX_TERMS]
 
 
-class Ranked(NamedTuple):
-    """One document as one signal ranked it (rank 1 is best). A named tuple: a search makes a
-    thousand of them, and a frozen dataclass costs several times as much to build."""
-
-    record_id: str
-    chain_id: str
-    score: float
-    memory_id: str = ""  # "": the request's own memory
-
-
 def candidate_depth(request: SearchRequest, fusion: Fusion) -> int:
     return max(fusion.candidates, request.limit)
 
@@ -52,13 +44,13 @@ def candidate_depth(request: SearchRequest, fusion: Fusion) -> int:
 def fuse(
     request: SearchRequest,
     fusion: Fusion,
-    legs: Mapping[str, Sequence[Ranked]],
+    legs: Mapping[str, Sequence[Candidate]],
     context: Mapping[str, float] | None = None,
 ) -> list[Hit]:
     """One ranking from the signals asked for. `legs` maps "query" / "text" to their rankings, or
     "recency" to the newest-first ranking of a filters-only request. `context` maps an episode's
-    record id to the best own score among the episodes logged around it (Fusion's context), when the
-    adapter knows its memory's log."""
+    record id to the best own score among the episodes logged around it (Fusion's context:
+    context_of)."""
     if "recency" in legs or fusion.method == "rrf":
         own = _reciprocal_ranks(fusion, legs)
     else:
@@ -67,29 +59,30 @@ def fuse(
     lifted: set[str] = set()
     if context and fusion.uses_context:
         scores, lifted = _with_context(own, context, fusion.context_weight)
-    chains: dict[str, str] = {}
-    memories: dict[str, str] = {}
-    matched: dict[str, dict[str, float]] = {}
-    for name, ranking in legs.items():
-        for item in ranking:
-            chains[item.record_id] = item.chain_id
-            memories[item.record_id] = item.memory_id or request.memory_id
-            if name != "recency":
-                matched.setdefault(item.record_id, {})[name] = item.score
-    order = heapq.nsmallest(request.limit, scores, key=lambda rid: (-scores[rid], rid))
+    # Only the hits returned need their details: each leg by id, read for those alone (a recall
+    # fuses about a thousand candidates and returns ten).
+    by_leg = {name: {c.record_id: c for c in ranking} for name, ranking in legs.items()}
+    order = heapq.nsmallest(request.limit, ((-score, rid) for rid, score in scores.items()))
     hits = []
-    for rid in order:
-        signals = matched.get(rid, {})
+    for _, rid in order:
+        signals: dict[str, float] = {}
+        for name, found in by_leg.items():
+            doc = found.get(rid)
+            if doc is not None:
+                details = doc
+                if name != "recency":
+                    signals[name] = doc.score
         why = [s for s in SIGNALS if s in signals]
         if request.has_filters:
             why.append("filters")
         if rid in lifted:
             why.append(CONTEXT)
-        hits.append(Hit(rid, chains[rid], round(scores[rid], 6), tuple(why), dict(signals), memories[rid]))
+        memory_id = details.memory_id or request.memory_id
+        hits.append(Hit(rid, details.chain_id, round(scores[rid], 6), tuple(why), signals, memory_id))
     return hits
 
 
-def relative_factors(fusion: Fusion, legs: Mapping[str, Sequence[Ranked]]) -> dict[str, float]:
+def relative_factors(fusion: Fusion, legs: Mapping[str, Sequence[Candidate]]) -> dict[str, float]:
     """Relative fusion's factor per signal: a document's own score is the sum over signals of
     factor * max(raw score, 0), i.e. each signal's score as a share of its best in this request,
     weighted, averaged over the signals asked for; in [0, 1]."""
@@ -103,7 +96,7 @@ def relative_factors(fusion: Fusion, legs: Mapping[str, Sequence[Ranked]]) -> di
     return factors
 
 
-def relative_scores(legs: Mapping[str, Sequence[Ranked]], factors: Mapping[str, float]) -> dict[str, float]:
+def relative_scores(legs: Mapping[str, Sequence[Candidate]], factors: Mapping[str, float]) -> dict[str, float]:
     """Each candidate's own score under relative fusion (before context): the sum over signals of
     factor * max(raw score, 0)."""
     own: dict[str, float] = {}
@@ -114,7 +107,61 @@ def relative_scores(legs: Mapping[str, Sequence[Ranked]], factors: Mapping[str, 
     return own
 
 
-def _reciprocal_ranks(fusion: Fusion, legs: Mapping[str, Sequence[Ranked]]) -> dict[str, float]:
+def near_centres(stretch: Sequence[Candidate], centres: Container[str], window: int) -> list[int]:
+    """The places in a stretch of the log within `window` of one of these centres (record ids), in
+    order: the episodes a centre's context reaches."""
+    near: list[int] = []
+    end = 0
+    is_centre = map(centres.__contains__, map(_RECORD_ID, stretch))  # C-level: a recall reads ~1,000
+    for at, centre in enumerate(is_centre):
+        if centre:
+            near.extend(range(max(at - window, end), at + window + 1))
+            end = at + window + 1
+    while near and near[-1] >= len(stretch):
+        near.pop()
+    return near
+
+
+def context_of(
+    stretches: Sequence[Sequence[Candidate]],
+    near: Sequence[Sequence[int]],
+    window: int,
+    factors: Mapping[str, float],
+    words: Mapping[str, float],
+    min_similarity: float | None,
+) -> dict[str, float]:
+    """Fusion's context from stretches of the log, each reaching twice the window beyond every
+    centre in it, and the places in each within `window` of a centre (near_centres): each episode
+    there mapped to the best own score among the episodes within `window` of it (itself left out),
+    where that is above 0. Reading twice the window is what lets a neighbour of a centre be lifted
+    by its own neighbours.
+
+    An episode's own score is relative fusion's (relative_scores) from what is known of it: its
+    similarity (the entry's score, which counts when it is above min_similarity and 0) and its BM25
+    score (`words`, 0 when unknown)."""
+    query_factor, text_factor = factors.get("query", 0.0), factors.get("text", 0.0)
+    counted = max(min_similarity, 0.0) if min_similarity is not None else 0.0
+    context: dict[str, float] = {}
+    for stretch, places in zip(stretches, near, strict=True):
+        if not places:
+            continue
+        own = [query_factor * s if s > counted else 0.0 for s in map(_SCORE, stretch)]
+        if text_factor:
+            for at, bm25 in enumerate(map(words.get, map(_RECORD_ID, stretch))):
+                if bm25 is not None:
+                    own[at] += text_factor * max(bm25, 0.0)
+        padded = [0.0] * window + own + [0.0] * window
+        size = len(own)
+        # The best of the `window` places on either side of each place, in one pass of C-level max.
+        shifted = [padded[window + d : window + d + size] for d in range(-window, window + 1) if d]
+        best = list(map(max, *shifted)) if len(shifted) > 1 else shifted[0] if shifted else [0.0] * size
+        for at in places:
+            if best[at] > 0:
+                context[stretch[at].record_id] = best[at]
+    return context
+
+
+def _reciprocal_ranks(fusion: Fusion, legs: Mapping[str, Sequence[Candidate]]) -> dict[str, float]:
     weights = {"query": fusion.query_weight, "text": fusion.text_weight, "recency": 1.0}
     best = sum(weights[name] / (fusion.k + 1) for name in legs) or 1.0
     totals: dict[str, float] = {}

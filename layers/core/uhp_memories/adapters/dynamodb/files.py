@@ -47,10 +47,16 @@ class DynamoFileRepository:
         )
 
     def mark(self, tenant: str, file_id: str, status: str) -> None:
-        self._table.client.update_item(
-            TableName=self._table.name,
-            Key={"PK": {"S": keys.file_pk(tenant, file_id)}, "SK": {"S": FILE_SK}},
-            UpdateExpression="SET #s = :u",
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={":u": {"S": status}},
-        )
+        # Conditional: an UpdateItem of an absent key creates it, and a stub (key and status only)
+        # would hold the id against a later put. Marking a file that is not there changes nothing.
+        try:
+            self._table.client.update_item(
+                TableName=self._table.name,
+                Key={"PK": {"S": keys.file_pk(tenant, file_id)}, "SK": {"S": FILE_SK}},
+                UpdateExpression="SET #s = :u",
+                ConditionExpression="attribute_exists(PK)",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={":u": {"S": status}},
+            )
+        except self._table.client.exceptions.ConditionalCheckFailedException:
+            return

@@ -19,6 +19,9 @@ from uhp_memories.domain.models import Grant, Memory, RecordVersion, Snapshot
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
+# The `entity` of a record version's item: what the stream filter (infra/constructs/compute.py), the
+# stream indexer and `uhp-memories reindex` pick record items by.
+RECORD_ENTITY = "record"
 
 
 def to_dynamo(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -111,7 +114,7 @@ def record_item(record: RecordVersion) -> dict[str, Any]:
     item: dict[str, Any] = {
         "PK": keys.memory_pk(record.tenant, record.memory_id),
         "SK": keys.record_sk(record.id),
-        "entity": "record",
+        "entity": RECORD_ENTITY,
         "tenant": record.tenant,
         "id": record.id,
         "memory_id": record.memory_id,

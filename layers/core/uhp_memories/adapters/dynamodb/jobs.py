@@ -83,6 +83,6 @@ class DynamoJobRepository:
 
     def holds(self, tenant: str, memory_id: str) -> bool:
         items = self._table.query(
-            "PK = :pk AND begins_with(SK, :run)", {":pk": keys.memory_pk(tenant, memory_id), ":run": "RUN#"}
+            "PK = :pk AND begins_with(SK, :run)", {":pk": keys.memory_pk(tenant, memory_id), ":run": keys.RUN_SK_PREFIX}
         )
         return next(iter(items), None) is not None

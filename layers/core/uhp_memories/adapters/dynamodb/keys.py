@@ -1,6 +1,11 @@
-"""Every DynamoDB key this project builds, in one place. Every key starts with the tenant."""
+"""Every DynamoDB key this project builds, and every key it reads back, in one place. Every
+partition key starts with the tenant. A sort key's prefix says what an item of a memory's partition
+is; adapters query a kind of item by its prefix (`begins_with(SK, ...)`), never by a literal."""
 
 from __future__ import annotations
+
+import re
+from typing import NamedTuple
 
 
 def memory_pk(tenant: str, memory_id: str) -> str:
@@ -35,8 +40,11 @@ def principal_sk(memory_id: str, grant_id: str) -> str:
     return f"M#{memory_id}#G#{grant_id}"
 
 
+RECORD_SK_PREFIX = "R#"
+
+
 def record_sk(record_id: str) -> str:
-    return f"R#{record_id}"
+    return f"{RECORD_SK_PREFIX}{record_id}"
 
 
 def chain_pk(tenant: str, chain_id: str) -> str:
@@ -59,8 +67,11 @@ def time_sk(written_at: str, record_id: str) -> str:
     return f"{written_at}#{record_id}"
 
 
+SNAPSHOT_SK_PREFIX = "S#"
+
+
 def snapshot_sk(name: str) -> str:
-    return f"S#{name}"
+    return f"{SNAPSHOT_SK_PREFIX}{name}"
 
 
 def harness_pk(tenant: str, harness_id: str) -> str:
@@ -77,7 +88,7 @@ def derived_pk(tenant: str, target_record_id: str) -> str:
 
 
 def derived_sk(source_record_id: str) -> str:
-    return f"R#{source_record_id}"
+    return f"{RECORD_SK_PREFIX}{source_record_id}"
 
 
 def job_pk(tenant: str, job_id: str) -> str:
@@ -87,14 +98,46 @@ def job_pk(tenant: str, job_id: str) -> str:
 JOB_SK = "JOB"
 
 
+RUN_SK_PREFIX = "RUN#"
+
+
 def run_sk(job_id: str) -> str:
     """A marker under the memory while a workflow holds it (memory_busy)."""
-    return f"RUN#{job_id}"
+    return f"{RUN_SK_PREFIX}{job_id}"
+
+
+QUERY_SK_PREFIX = "Q#"
 
 
 def query_sk(name: str) -> str:
-    return f"Q#{name}"
+    return f"{QUERY_SK_PREFIX}{name}"
+
+
+CONSOLIDATION_SK_PREFIX = "CON#"
 
 
 def run_item_sk(run_id: str) -> str:
-    return f"CON#{run_id}"
+    """A consolidation run, under its memory."""
+    return f"{CONSOLIDATION_SK_PREFIX}{run_id}"
+
+
+# -- reading keys back -------------------------------------------------------------------------
+
+# memory_pk: a memory id holds no "#" (ids are a prefix and hex), so the tenant is all before "#M#".
+_MEMORY_PK = re.compile(r"^T#(?P<tenant>.+)#M#(?P<memory_id>[^#]+)$")
+
+
+class RecordKey(NamedTuple):
+    tenant: str
+    memory_id: str
+    record_id: str
+
+
+def parse_record_key(pk: str, sk: str) -> RecordKey | None:
+    """The record version a main-table item's keys name (memory_pk, record_sk); None for any other
+    item's keys (a memory, a grant, a snapshot, a derived-from reference...)."""
+    memory = _MEMORY_PK.match(pk)
+    record_id = sk.removeprefix(RECORD_SK_PREFIX)
+    if memory is None or record_id == sk or not record_id or "#" in record_id:
+        return None
+    return RecordKey(memory["tenant"], memory["memory_id"], record_id)

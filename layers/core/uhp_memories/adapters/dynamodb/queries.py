@@ -53,7 +53,7 @@ class DynamoQueryRepository:
 
     def list(self, tenant: str, memory_id: str) -> list[NamedQuery]:
         items = self._table.query(
-            "PK = :pk AND begins_with(SK, :q)", {":pk": keys.memory_pk(tenant, memory_id), ":q": "Q#"}
+            "PK = :pk AND begins_with(SK, :q)", {":pk": keys.memory_pk(tenant, memory_id), ":q": keys.QUERY_SK_PREFIX}
         )
         return [self._from(item) for item in items]
 

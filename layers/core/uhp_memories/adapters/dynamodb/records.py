@@ -179,14 +179,15 @@ class DynamoRecordRepository:
 
     def list_snapshots(self, tenant: str, memory_id: str) -> list[Snapshot]:
         items = self._table.query(
-            "PK = :pk AND begins_with(SK, :s)", {":pk": keys.memory_pk(tenant, memory_id), ":s": "S#"}
+            "PK = :pk AND begins_with(SK, :s)",
+            {":pk": keys.memory_pk(tenant, memory_id), ":s": keys.SNAPSHOT_SK_PREFIX},
         )
         return [snapshot_from(item) for item in items]
 
     def purge_memory(self, tenant: str, memory_id: str) -> None:
         pk = keys.memory_pk(tenant, memory_id)
         doomed: list[tuple[str, str]] = []
-        for prefix in ("R#", "S#"):
+        for prefix in (keys.RECORD_SK_PREFIX, keys.SNAPSHOT_SK_PREFIX):
             items = self._table.query("PK = :pk AND begins_with(SK, :p)", {":pk": pk, ":p": prefix})
             for item in items:
                 if item.get("entity") == "record":

@@ -61,7 +61,8 @@ class DynamoRunRepository:
 
     def list(self, tenant: str, memory_id: str) -> list[Run]:
         items = self._table.query(
-            "PK = :pk AND begins_with(SK, :c)", {":pk": keys.memory_pk(tenant, memory_id), ":c": "CON#"}
+            "PK = :pk AND begins_with(SK, :c)",
+            {":pk": keys.memory_pk(tenant, memory_id), ":c": keys.CONSOLIDATION_SK_PREFIX},
         )
         return [self._from(item) for item in items]
 

@@ -1,11 +1,13 @@
-"""In-memory fakes of the repositories: the same contract as the DynamoDB adapters, for unit and
-property tests. Conditional writes behave as DynamoDB's do (a failed condition writes nothing)."""
+"""In-memory fakes of the memory tree and the record versions: the same contract as
+DynamoMemoryRepository and DynamoRecordRepository (tests/contract holds both to it). Conditional writes
+behave as DynamoDB's do: a failed condition raises the adapter's domain error and writes nothing."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from uhp_memories.domain.errors import AlreadyExists, StaleVersion, TreeChanged
 from uhp_memories.domain.models import Grant, Memory, RecordVersion, Snapshot
@@ -15,6 +17,11 @@ class InMemoryMemoryRepository:
     def __init__(self) -> None:
         self.memories: dict[tuple[str, str], Memory] = {}
         self.grants: dict[tuple[str, str], Grant] = {}
+        # What other repositories keep under a memory (named queries, consolidation runs, the markers of
+        # the runs holding it), by (kind, id): in DynamoDB these are items of the memory's partition,
+        # so its purge removes them with it.
+        self.kept: dict[tuple[str, str], dict[tuple[str, str], Any]] = {}
+        # One lock for every fake built over this tree: a DynamoDB transaction spans them all.
         self.lock = threading.RLock()
 
     def get(self, tenant: str, memory_id: str) -> Memory | None:
@@ -84,8 +91,24 @@ class InMemoryMemoryRepository:
     def purge(self, tenant: str, memory_id: str) -> None:
         with self.lock:
             self.memories.pop((tenant, memory_id), None)
+            self.kept.pop((tenant, memory_id), None)
             for key in [k for k, g in self.grants.items() if k[0] == tenant and g.memory_id == memory_id]:
                 del self.grants[key]
+
+    def live(self, tenant: str, memory_id: str | None) -> bool:
+        """Whether a write under this memory may go ahead (DynamoDB's LIVE_MEMORY condition)."""
+        return self._live(tenant, memory_id)
+
+    def keep(self, tenant: str, memory_id: str, kind: str, key: str, value: Any) -> None:
+        self.kept.setdefault((tenant, memory_id), {})[(kind, key)] = value
+
+    def drop(self, tenant: str, memory_id: str, kind: str, key: str) -> None:
+        self.kept.get((tenant, memory_id), {}).pop((kind, key), None)
+
+    def kept_under(self, tenant: str, memory_id: str, kind: str) -> dict[str, Any]:
+        """What is kept under the memory of one kind, by key, in key order (a partition's sort order)."""
+        found = self.kept.get((tenant, memory_id), {})
+        return {key: found[(k, key)] for k, key in sorted(found) if k == kind}
 
     def adjust_count(self, tenant: str, memory_id: str, delta: int) -> None:
         memory = self.memories[(tenant, memory_id)]
@@ -212,21 +235,3 @@ class InMemoryRecordRepository:
                 del self.versions[key]
             for key in [k for k in self.snapshots if k[:2] == (tenant, memory_id)]:
                 del self.snapshots[key]
-
-
-class InMemoryAttachmentRepository:
-    def __init__(self, memories: InMemoryMemoryRepository) -> None:
-        self.memories = memories
-        self.lists: dict[tuple[str, str], list] = {}
-
-    def get(self, tenant: str, harness_id: str) -> list | None:
-        return self.lists.get((tenant, harness_id))
-
-    def replace(self, tenant: str, harness_id: str, attachments: Sequence, grants: Sequence[Grant]) -> None:
-        with self.memories.lock:
-            for grant in grants:
-                if not self.memories._live(tenant, grant.memory_id):
-                    raise TreeChanged(grant.memory_id)
-            for grant in grants:
-                self.memories.grants[(tenant, grant.id)] = grant
-            self.lists[(tenant, harness_id)] = list(attachments)

@@ -1,15 +1,16 @@
 """The state machines and their steps, named once: CDK and local mode both read this.
 
-Each ASL file under functions/workflows/ names its tasks as ${Substitution}; STEPS maps each
-substitution to the handler in functions/steps/handler.py that runs it."""
+The ASL files sit in this package, beside the code that reads them, so they ship with uhp_memories
+(the Lambda layer, a wheel) and nothing here reads outside the package. Each file names its tasks
+as ${Substitution}; STEPS maps each substitution to the handler in functions/steps/handler.py
+that runs it. The shape of the state each task reads and returns is in `uhp_memories.workflows.state`.
+"""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from importlib import resources
 from typing import Any
-
-WORKFLOWS_DIR = Path(__file__).resolve().parents[3] / "functions" / "workflows"
 
 # workflow name -> ASL file
 WORKFLOWS: dict[str, str] = {
@@ -34,16 +35,20 @@ STEPS: dict[str, str] = {
 }
 
 
+def _read(workflow: str) -> str:
+    return resources.files(__name__).joinpath(WORKFLOWS[workflow]).read_text()
+
+
 def definition(workflow: str, function_arns: dict[str, str]) -> str:
     """The ASL of a workflow with every ${Substitution} replaced by its step's Lambda ARN."""
-    text = (WORKFLOWS_DIR / WORKFLOWS[workflow]).read_text()
+    text = _read(workflow)
     for substitution, step in STEPS.items():
         text = text.replace("${" + substitution + "}", function_arns[step])
     return text
 
 
 def substitutions_used(workflow: str) -> list[str]:
-    document: Any = json.loads((WORKFLOWS_DIR / WORKFLOWS[workflow]).read_text())
+    document: Any = json.loads(_read(workflow))
     found = []
     for state in document["States"].values():
         resource = state.get("Resource", "")

@@ -1,0 +1,123 @@
+"""The RunRepository contract (domain/consolidation.py): consolidation runs kept under their memory,
+holding it while they run. Run on the in-memory fake and on DynamoDB (moto)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.contract.builders import ACME, GLOBEX, add, at, mid, rid
+from tests.contract.conftest import Repositories
+from uhp_memories.domain.consolidation import Change, Run
+from uhp_memories.domain.errors import TreeChanged
+
+
+def cid(n: int) -> str:
+    return f"hcon_{n:032x}"
+
+
+def run(n: int, memory_id: str, *, tenant: str = ACME, status: str = "running") -> Run:
+    return Run(tenant, cid(n), memory_id, status, "manual", 1_790_000_000 + n, 1_000, "user:alice")
+
+
+def finished(started: Run) -> Run:
+    return started.evolve(
+        status="completed",
+        finished_at=started.started_at + 5,
+        episodes_read=3,
+        records_read=12,
+        read_through=at(40),
+        budget_exhausted=True,
+        changes=(Change(rid(2), "forgotten", rid(2)), Change(rid(5), "superseded", rid(4))),
+        error="",
+    )
+
+
+def test_start_then_get_and_list_return_the_run_as_written(repos: Repositories) -> None:
+    m = add(repos, 1)
+    started = run(1, m.id)
+    repos.runs.start(started)
+    assert repos.runs.get(ACME, m.id, started.id) == started
+    assert repos.runs.list(ACME, m.id) == [started]
+    assert repos.runs.get(ACME, m.id, cid(99)) is None
+
+
+def test_a_started_run_holds_its_memory_until_saved_with_release(repos: Repositories) -> None:
+    """The hold is the marker jobs read: a move or a delete answers memory_busy while a run holds it."""
+    m = add(repos, 1)
+    started = run(1, m.id)
+    repos.runs.start(started)
+    assert repos.jobs.holds(ACME, m.id) is True
+    progress = started.evolve(records_read=4, read_through=at(10))
+    repos.runs.save(progress, release=False)
+    assert repos.jobs.holds(ACME, m.id) is True
+    done = finished(progress)
+    repos.runs.save(done, release=True)
+    assert repos.jobs.holds(ACME, m.id) is False
+    assert repos.runs.get(ACME, m.id, started.id) == done
+
+
+def test_save_replaces_the_run(repos: Repositories) -> None:
+    m = add(repos, 1)
+    started = run(1, m.id)
+    repos.runs.start(started)
+    done = finished(started)
+    repos.runs.save(done, release=True)
+    reverted = done.evolve(status="reverted", reverted_by=cid(2))
+    repos.runs.save(reverted, release=False)
+    assert repos.runs.get(ACME, m.id, started.id) == reverted
+    assert repos.runs.list(ACME, m.id) == [reverted]
+    assert repos.jobs.holds(ACME, m.id) is False
+
+
+def test_list_is_the_memorys_runs_by_id(repos: Repositories) -> None:
+    m, other = add(repos, 1), add(repos, 2)
+    for n in (3, 1, 2):
+        repos.runs.start(run(n, m.id))
+    repos.runs.start(run(9, other.id))
+    assert [r.id for r in repos.runs.list(ACME, m.id)] == [cid(1), cid(2), cid(3)]
+    assert [r.id for r in repos.runs.list(ACME, other.id)] == [cid(9)]
+    assert repos.runs.list(ACME, mid(99)) == []
+
+
+@pytest.mark.parametrize("fate", ["deleting", "missing"])
+def test_start_on_a_memory_going_or_gone_raises_tree_changed_and_writes_nothing(
+    repos: Repositories, fate: str
+) -> None:
+    if fate == "deleting":
+        add(repos, 1)
+        repos.memories.mark_deleting(ACME, [mid(1)])
+    with pytest.raises(TreeChanged):
+        repos.runs.start(run(1, mid(1)))
+    assert repos.runs.get(ACME, mid(1), cid(1)) is None
+    assert repos.runs.list(ACME, mid(1)) == []
+    assert repos.jobs.holds(ACME, mid(1)) is False
+
+
+def test_a_memorys_purge_removes_its_runs_and_their_hold(repos: Repositories) -> None:
+    m, keep = add(repos, 1), add(repos, 2)
+    repos.runs.start(run(1, m.id))
+    kept = run(2, keep.id)
+    repos.runs.start(kept)
+    repos.memories.mark_deleting(ACME, [m.id])
+    repos.memories.purge(ACME, m.id)
+    assert repos.runs.list(ACME, m.id) == []
+    assert repos.jobs.holds(ACME, m.id) is False
+    assert repos.runs.list(ACME, keep.id) == [kept]
+    assert repos.jobs.holds(ACME, keep.id) is True
+
+
+def test_tenants_are_isolated_even_with_the_same_ids(repos: Repositories) -> None:
+    add(repos, 1)
+    ours = run(1, mid(1))
+    repos.runs.start(ours)
+    assert repos.runs.get(GLOBEX, mid(1), ours.id) is None
+    assert repos.runs.list(GLOBEX, mid(1)) == []
+    with pytest.raises(TreeChanged):
+        repos.runs.start(run(1, mid(1), tenant=GLOBEX))
+    add(repos, 1, tenant=GLOBEX)
+    theirs = run(1, mid(1), tenant=GLOBEX)
+    repos.runs.start(theirs)
+    repos.runs.save(finished(theirs), release=True)
+    assert repos.runs.get(ACME, mid(1), ours.id) == ours
+    assert repos.jobs.holds(ACME, mid(1)) is True
+    assert repos.runs.list(GLOBEX, mid(1)) == [finished(theirs)]

@@ -1,0 +1,31 @@
+"""In-memory fakes of every port, for unit and property tests (never deployed: the Lambda layer holds
+none). Each repository fake honours its DynamoDB adapter's contract, failures included; the suites in
+tests/contract run both against the same tests.
+
+The fakes over one tree share its lock and its partitions: build them on one InMemoryMemoryRepository,
+as the DynamoDB adapters share one table."""
+
+from tests.fakes.consolidation import InMemoryRunRepository
+from tests.fakes.files import InMemoryFileRepository, InMemoryObjectStore
+from tests.fakes.harnesses import InMemoryAttachmentRepository
+from tests.fakes.jobs import ExecutionAlreadyExists, InMemoryJobRepository, InMemoryWorkflowRunner
+from tests.fakes.keys import InMemoryKeyRepository
+from tests.fakes.queries import InMemoryFreeQueryIndex, InMemoryQueryRepository
+from tests.fakes.removal import InMemoryCachedResponses
+from tests.fakes.tree import InMemoryMemoryRepository, InMemoryRecordRepository
+
+__all__ = [
+    "ExecutionAlreadyExists",
+    "InMemoryAttachmentRepository",
+    "InMemoryCachedResponses",
+    "InMemoryFileRepository",
+    "InMemoryFreeQueryIndex",
+    "InMemoryJobRepository",
+    "InMemoryKeyRepository",
+    "InMemoryMemoryRepository",
+    "InMemoryObjectStore",
+    "InMemoryQueryRepository",
+    "InMemoryRecordRepository",
+    "InMemoryRunRepository",
+    "InMemoryWorkflowRunner",
+]

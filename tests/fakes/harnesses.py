@@ -1,0 +1,29 @@
+"""In-memory fake of a harness's attachment list: the contract of DynamoAttachmentRepository."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tests.fakes.tree import InMemoryMemoryRepository
+from uhp_memories.domain.errors import TreeChanged
+from uhp_memories.domain.harnesses import Attachment
+from uhp_memories.domain.models import Grant
+
+
+class InMemoryAttachmentRepository:
+    def __init__(self, memories: InMemoryMemoryRepository) -> None:
+        self.memories = memories
+        self.lists: dict[tuple[str, str], list[Attachment]] = {}
+
+    def get(self, tenant: str, harness_id: str) -> list[Attachment] | None:
+        found = self.lists.get((tenant, harness_id))
+        return list(found) if found is not None else None
+
+    def replace(self, tenant: str, harness_id: str, attachments: Sequence[Attachment], grants: Sequence[Grant]) -> None:
+        with self.memories.lock:
+            for grant in grants:
+                if not self.memories.live(tenant, grant.memory_id):
+                    raise TreeChanged(grant.memory_id)
+            for grant in grants:
+                self.memories.grants[(tenant, grant.id)] = grant
+            self.lists[(tenant, harness_id)] = list(attachments)

@@ -1,0 +1,109 @@
+"""Harness tests: a13n-harness's record memory mounted over this server, through a real local server
+over real HTTP (the local gateway, the deployed handlers, DynamoDB on moto), as tests/integration
+reaches it.
+
+The local stage lives as long as this package's tests: tests/integration starts its own for the whole
+session, and two cannot run at once in one process (they share moto's backends and the installed
+container). Each test makes its own tenant and removes its items after. The test modules skip when
+a13n-harness (the `harness` extra) is not installed; nothing here imports it at module level.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import requests
+
+from tests.integration.conftest import Client, purge_tenant
+from uhp_memories.local.gateway import LocalGateway
+from uhp_memories.local.moto_env import KeyEntry, LocalAws
+
+
+@dataclass
+class Stage:
+    aws: LocalAws
+    gateway: LocalGateway
+
+    @property
+    def url(self) -> str:
+        return self.gateway.url
+
+
+@pytest.fixture(scope="package")
+def stage() -> Iterator[Stage]:
+    aws = LocalAws().start()
+    gateway = LocalGateway("127.0.0.1", 0).start_background()
+    try:
+        yield Stage(aws, gateway)
+    finally:
+        gateway.stop()
+        aws.stop()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def tenant(stage: Stage) -> Iterator[str]:
+    name = "t-" + secrets.token_hex(6)
+    yield name
+    purge_tenant(stage.aws, name)
+
+
+ClientFactory = Callable[[str], Client]
+
+
+@pytest.fixture
+def make_client(stage: Stage, tenant: str) -> ClientFactory:
+    """make_client("user:alice") -> a REST client (requests) with a new key of this test's tenant."""
+
+    def factory(principal: str) -> Client:
+        key = "k-" + secrets.token_hex(16)
+        stage.aws.add_keys([KeyEntry(key, tenant, principal)])
+        return Client(stage.url, key, tenant, principal, requests.Session())
+
+    return factory
+
+
+@pytest.fixture
+def alice(make_client: ClientFactory) -> Client:
+    return make_client("user:alice")
+
+
+@pytest.fixture
+def memory(alice: Client) -> str:
+    """A memory Alice created: she holds read, write, create and delete on it."""
+    return str(alice.create_memory("Facts", description="What the agent keeps about Alice.")["id"])
+
+
+OpenRecords = Callable[..., AbstractAsyncContextManager[Any]]
+
+
+@pytest.fixture
+def open_records(stage: Stage) -> OpenRecords:
+    """open_records(client, memory_id, transport=None) -> UHP_MEMORIES.open(...) over its own httpx2 client.
+
+    The local server speaks plain HTTP, which a store's own client refuses (it reaches public HTTPS
+    endpoints only), so each store gets a client here, as a host running a local server gives it one.
+    """
+    import httpx2
+
+    from uhp_memories.harness import UHP_MEMORIES
+
+    @asynccontextmanager
+    async def opened(client: Client, memory_id: str, transport: Any = None) -> AsyncIterator[Any]:
+        configuration, credential = {"base_url": stage.url}, {"api_key": client.key}
+        async with (
+            httpx2.AsyncClient(timeout=30, transport=transport) as http,
+            UHP_MEMORIES.open(configuration, credential, namespace=memory_id, http=http) as store,
+        ):
+            yield store
+
+    return opened
