@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from tests.fakes.tree import InMemoryMemoryRepository
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.harnesses import Attachment
+from uhp_memories.domain.harnesses import Attachment, AttachmentsChanged
 from uhp_memories.domain.models import Grant
 
 
@@ -19,8 +19,18 @@ class InMemoryAttachmentRepository:
         found = self.lists.get((tenant, harness_id))
         return list(found) if found is not None else None
 
-    def replace(self, tenant: str, harness_id: str, attachments: Sequence[Attachment], grants: Sequence[Grant]) -> None:
+    def replace(
+        self,
+        tenant: str,
+        harness_id: str,
+        attachments: Sequence[Attachment],
+        grants: Sequence[Grant],
+        *,
+        as_read: Sequence[Attachment] | None,
+    ) -> None:
         with self.memories.lock:
+            if self.lists.get((tenant, harness_id)) != (None if as_read is None else list(as_read)):
+                raise AttachmentsChanged(harness_id)
             for grant in grants:
                 if not self.memories.live(tenant, grant.memory_id):
                     raise TreeChanged(grant.memory_id)

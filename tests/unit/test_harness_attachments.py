@@ -13,8 +13,9 @@ import pytest
 
 from tests.fakes import InMemoryAttachmentRepository, InMemoryMemoryRepository
 from tests.unit.conftest import World, caller
-from uhp_memories.domain.errors import MemoryForbidden, MemoryInvalid, MemoryNotFound
+from uhp_memories.domain.errors import MemoryConflict, MemoryForbidden, MemoryInvalid, MemoryNotFound
 from uhp_memories.domain.harnesses import (
+    ATTACH_ATTEMPTS,
     MAX_ATTACHED,
     Attachment,
     HarnessService,
@@ -300,9 +301,60 @@ def test_a_harness_id_is_1_to_128_letters_digits_and_a_few_marks(setup: Setup, h
 class DeletedWhileAttaching(InMemoryAttachmentRepository):
     """A delete that lands between the service's checks and its write."""
 
-    def replace(self, tenant: str, harness_id: str, attachments: Sequence[Attachment], grants: Sequence[Grant]) -> None:
+    def replace(
+        self,
+        tenant: str,
+        harness_id: str,
+        attachments: Sequence[Attachment],
+        grants: Sequence[Grant],
+        *,
+        as_read: Sequence[Attachment] | None,
+    ) -> None:
         self.memories.mark_deleting(tenant, [a.memory_id for a in attachments])
-        super().replace(tenant, harness_id, attachments, grants)
+        super().replace(tenant, harness_id, attachments, grants, as_read=as_read)
+
+
+class ChangedWhileAttaching(InMemoryAttachmentRepository):
+    """Another caller's change lands between this caller's read of the list and its write, `times` times."""
+
+    def __init__(self, memories: InMemoryMemoryRepository, other: Attachment, times: int) -> None:
+        super().__init__(memories)
+        self.other, self.times = other, times
+
+    def replace(
+        self,
+        tenant: str,
+        harness_id: str,
+        attachments: Sequence[Attachment],
+        grants: Sequence[Grant],
+        *,
+        as_read: Sequence[Attachment] | None,
+    ) -> None:
+        if self.times:
+            self.times -= 1
+            self.lists[(tenant, harness_id)] = [*(self.lists.get((tenant, harness_id)) or []), self.other]
+        super().replace(tenant, harness_id, attachments, grants, as_read=as_read)
+
+
+def test_a_change_made_meanwhile_is_merged_again_not_lost(world: World) -> None:
+    memories = world.ports.memories
+    assert isinstance(memories, InMemoryMemoryRepository)
+    theirs = world.memories.create(BOB, name="Bob's").memory.id
+    mine = world.memories.create(ALICE, name="Team").memory.id
+    repo = ChangedWhileAttaching(memories, Attachment(theirs, "read"), times=1)
+    HarnessService(world.ports, repo).attach(ALICE, "chrn_1", [default(mine)])
+    assert repo.get("acme", "chrn_1") == [default(mine), Attachment(theirs, "read")]  # bob's entry kept
+
+
+def test_a_list_that_keeps_changing_is_a_conflict_and_nothing_of_this_caller_is_written(world: World) -> None:
+    memories = world.ports.memories
+    assert isinstance(memories, InMemoryMemoryRepository)
+    theirs = world.memories.create(BOB, name="Bob's").memory.id
+    mine = world.memories.create(ALICE, name="Team").memory.id
+    repo = ChangedWhileAttaching(memories, Attachment(theirs, "read"), times=ATTACH_ATTEMPTS)
+    with pytest.raises(MemoryConflict):
+        HarnessService(world.ports, repo).attach(ALICE, "chrn_1", [default(mine)])
+    assert all(a.memory_id == theirs for a in repo.get("acme", "chrn_1") or [])
 
 
 def test_a_memory_deleted_while_attaching_is_not_found_and_nothing_is_written(world: World) -> None:

@@ -23,6 +23,7 @@ from uhp_memories.domain.access import AccessView
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import (
     DomainError,
+    MemoryConflict,
     MemoryForbidden,
     MemoryInvalid,
     MemoryNotFound,
@@ -33,6 +34,7 @@ from uhp_memories.domain.models import Caller, Grant
 HARNESS_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 ACCESS_PRIVILEGES = {"read": ("read",), "write": ("read", "write")}
 MAX_ATTACHED = 50
+ATTACH_ATTEMPTS = 3  # reads and merges of a list that others change at the same time, before a 409
 # Changing an entry is granting (or ungranting a starting point), so it takes what changing grants takes.
 CHANGE_PRIVILEGE = "delete"
 
@@ -64,11 +66,25 @@ class AttachmentRepository(Protocol):
     def get(self, tenant: str, harness_id: str) -> list[Attachment] | None:
         ...
 
-    def replace(self, tenant: str, harness_id: str, attachments: Sequence[Attachment], grants: Sequence[Grant]) -> None:
-        """Replace the list and write the grants it needs, in one transaction.
+    def replace(
+        self,
+        tenant: str,
+        harness_id: str,
+        attachments: Sequence[Attachment],
+        grants: Sequence[Grant],
+        *,
+        as_read: Sequence[Attachment] | None,
+    ) -> None:
+        """Replace the list and write the grants it needs, in one transaction, only if the list is still
+        `as_read` (None: no list yet): compare-and-swap, so two concurrent changes never lose one.
 
-        Raises TreeChanged when a memory to be granted on is missing or being deleted."""
+        Raises AttachmentsChanged when the list is no longer as read, TreeChanged when a memory to be
+        granted on is missing or being deleted; either way nothing is written."""
         ...
+
+
+class AttachmentsChanged(Exception):
+    """Raised by an AttachmentRepository when the list changed since it was read; nothing was written."""
 
 
 class HarnessService:
@@ -79,12 +95,31 @@ class HarnessService:
     def attach(self, caller: Caller, harness_id: str, entries: Sequence[Attachment]) -> list[Attachment]:
         """Replace the caller's view of the list with `entries`; answer what the caller may read of the
         result (possibly nothing: an empty answer, not memories_not_attached)."""
-        harness = _harness_caller(caller, harness_id)
+        _harness_caller(caller, harness_id)  # a valid harness id, before anything is read
         _check_shape(entries)
         mine = self._ports.access(caller)
         for entry in entries:
             mine.visible(entry.memory_id)  # 404 for a memory it cannot see, before anything is compared
-        seen, hidden = self._split(mine, self._attachments.get(caller.tenant, harness_id) or [])
+        # The merge with what the caller cannot see is made on the list as read and written only if it is
+        # still that list; a change that landed meanwhile is merged again, so neither is lost.
+        for _ in range(ATTACH_ATTEMPTS):
+            stored = self._attachments.get(caller.tenant, harness_id)
+            try:
+                return self._attach_over(caller, harness_id, mine, entries, stored)
+            except AttachmentsChanged:
+                continue
+        raise MemoryConflict(f"the memories of harness {harness_id} kept changing meanwhile; send the list again")
+
+    def _attach_over(
+        self,
+        caller: Caller,
+        harness_id: str,
+        mine: AccessView,
+        entries: Sequence[Attachment],
+        stored: list[Attachment] | None,
+    ) -> list[Attachment]:
+        harness = _harness_caller(caller, harness_id)
+        seen, hidden = self._split(mine, stored or [])
         named = {e.memory_id for e in entries}
         changed = [e for e in entries if seen.get(e.memory_id) != e]
         removed = [s for s in seen.values() if s.memory_id not in named]
@@ -99,7 +134,7 @@ class HarnessService:
             raise MemoryInvalid(f"a harness has at most {MAX_ATTACHED} memories attached")
         grants = self._grants_for(caller, harness, changed)
         try:
-            self._attachments.replace(caller.tenant, harness_id, result, grants)
+            self._attachments.replace(caller.tenant, harness_id, result, grants, as_read=stored)
         except TreeChanged as changed_tree:
             raise MemoryNotFound(str(changed_tree)) from None
         return _readable(caller, harness, mine, result)
