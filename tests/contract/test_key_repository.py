@@ -7,7 +7,6 @@ import hashlib
 
 import pytest
 
-from tests.fakes import InMemoryKeyRepository
 from uhp_memories.adapters.dynamodb.apikeys import KeyExists
 from uhp_memories.ports import ApiKeyRecord, KeyRepository
 
@@ -57,12 +56,7 @@ def test_a_revoked_key_is_found_no_more_and_stays_revoked(keys: KeyRepository) -
         keys.put(hashed("k-1"), "key_1", "acme", "user:alice", [])
 
 
-def test_revoking_a_key_never_put_makes_no_key(keys: KeyRepository, request: pytest.FixtureRequest) -> None:
-    if not isinstance(keys, InMemoryKeyRepository):
-        # DynamoKeyRepository.revoke is an unconditional UpdateItem: on an unknown hash it writes a stub
-        # item (hash and revocation only), on which find fails reading key_id.
-        request.applymarker(pytest.mark.xfail(strict=True, raises=KeyError,
-                                              reason="revoke upserts a stub item (adapter bug, reported)"))
+def test_revoking_a_key_never_put_makes_no_key(keys: KeyRepository) -> None:
     keys.revoke(hashed("k-never"), "2026-05-01T00:00:00Z")  # type: ignore[attr-defined]
     assert keys.find(hashed("k-never")) is None
     keys.put(hashed("k-never"), "key_1", "acme", "user:alice", [])

@@ -127,13 +127,19 @@ class DynamoKeyRepository:
         )
 
     def revoke(self, key_hash: str, at: str) -> None:
-        """Mark the key revoked (`find` no longer answers it); a second revoke keeps the first time."""
-        self._client.update_item(
-            TableName=self._table,
-            Key=to_dynamo({"key_hash": key_hash}),
-            UpdateExpression="SET revoked = :true, revoked_at = if_not_exists(revoked_at, :now)",
-            ExpressionAttributeValues=to_dynamo({":true": True, ":now": at}),
-        )
+        """Mark the key revoked (`find` no longer answers it); a second revoke keeps the first time. An
+        unknown key changes nothing (conditional: an UpdateItem of an absent key would create a stub
+        item, without the fields `find` reads, holding the hash against a later put)."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=to_dynamo({"key_hash": key_hash}),
+                UpdateExpression="SET revoked = :true, revoked_at = if_not_exists(revoked_at, :now)",
+                ConditionExpression="attribute_exists(key_hash)",
+                ExpressionAttributeValues=to_dynamo({":true": True, ":now": at}),
+            )
+        except self._client.exceptions.ConditionalCheckFailedException:
+            return
 
     def _scan(self, request: dict[str, Any]) -> Iterator[tuple[str, ApiKey]]:
         for page in self._client.get_paginator("scan").paginate(**request):
