@@ -7,28 +7,12 @@ from typing import Any
 
 import pytest
 
+from tests.fakes import InMemoryMemoryRepository, InMemoryRunRepository
 from tests.unit.conftest import World, caller
 from uhp_memories.domain.consolidation import Change, ConsolidationService, Run
 from uhp_memories.domain.records import RecordInput
 
 ALICE = caller("user:alice")
-
-
-class InMemoryRuns:
-    def __init__(self) -> None:
-        self.runs: dict[tuple[str, str, str], Run] = {}
-
-    def start(self, run: Run) -> None:
-        self.runs[(run.tenant, run.memory_id, run.id)] = run
-
-    def save(self, run: Run, release: bool) -> None:
-        self.runs[(run.tenant, run.memory_id, run.id)] = run
-
-    def get(self, tenant: str, memory_id: str, run_id: str) -> Run | None:
-        return self.runs.get((tenant, memory_id, run_id))
-
-    def list(self, tenant: str, memory_id: str) -> list[Run]:
-        return [r for (t, m, _), r in self.runs.items() if (t, m) == (tenant, memory_id)]
 
 
 class InlineWorkflows:
@@ -46,12 +30,14 @@ class InlineWorkflows:
 
 
 @pytest.fixture
-def runs() -> InMemoryRuns:
-    return InMemoryRuns()
+def runs(world: World) -> InMemoryRunRepository:
+    memories = world.ports.memories
+    assert isinstance(memories, InMemoryMemoryRepository)
+    return InMemoryRunRepository(memories)
 
 
 @pytest.fixture
-def consolidation(world: World, runs: InMemoryRuns) -> ConsolidationService:
+def consolidation(world: World, runs: InMemoryRunRepository) -> ConsolidationService:
     workflows = InlineWorkflows()
     service = ConsolidationService(world.ports, runs, workflows, wait_seconds=0)
     workflows.service = service
@@ -73,7 +59,7 @@ def active(world: World, memory_id: str) -> list[tuple[str, str, dict[str, Any]]
     return sorted((v.record.type, v.record.content, v.record.attributes) for v in listed)
 
 
-def finished_run(world: World, runs: InMemoryRuns, memory_id: str, changes: list[Change]) -> Run:
+def finished_run(world: World, runs: InMemoryRunRepository, memory_id: str, changes: list[Change]) -> Run:
     """A run that already made `changes` (the test made them, as the run's consolidator would)."""
     run = Run(
         tenant=ALICE.tenant, id=world.ports.ids.new("hcon_"), memory_id=memory_id, status="completed",
@@ -104,7 +90,7 @@ def test_revert_brings_back_what_a_pass_forgot_and_keeps_every_named_version_rea
 
 
 def test_revert_restores_what_a_run_superseded_and_forgets_what_it_created(
-    world: World, runs: InMemoryRuns, consolidation: ConsolidationService, memory_id: str
+    world: World, runs: InMemoryRunRepository, consolidation: ConsolidationService, memory_id: str
 ) -> None:
     original = world.records.remember(ALICE, memory_id, fact("Acme renews in March.", account="acme")).record
     world.records.remember(ALICE, memory_id, fact("Globex prefers email."))
@@ -134,7 +120,7 @@ def test_revert_restores_what_a_run_superseded_and_forgets_what_it_created(
 
 
 def test_revert_leaves_a_record_changed_since_the_run(
-    world: World, runs: InMemoryRuns, consolidation: ConsolidationService, memory_id: str
+    world: World, runs: InMemoryRunRepository, consolidation: ConsolidationService, memory_id: str
 ) -> None:
     original = world.records.remember(ALICE, memory_id, fact("v1")).record
     rewritten = world.records.revise(ALICE, memory_id, original.id, {"content": "by the run"}).record
@@ -160,7 +146,7 @@ class PendingWorkflows:
 
 
 @pytest.fixture
-def pending(world: World, runs: InMemoryRuns) -> tuple[ConsolidationService, PendingWorkflows]:
+def pending(world: World, runs: InMemoryRunRepository) -> tuple[ConsolidationService, PendingWorkflows]:
     workflows = PendingWorkflows()
     return ConsolidationService(world.ports, runs, workflows, wait_seconds=0), workflows
 
@@ -205,7 +191,7 @@ def test_a_pass_out_of_budget_stops_and_the_next_resumes_after_what_it_read(
 
 
 def test_record_failure_fails_a_running_run_with_the_error_and_leaves_a_finished_one(
-    pending: tuple[ConsolidationService, PendingWorkflows], runs: InMemoryRuns, memory_id: str
+    pending: tuple[ConsolidationService, PendingWorkflows], runs: InMemoryRunRepository, memory_id: str
 ) -> None:
     service, _ = pending
     run = service.start(ALICE, memory_id, None)
