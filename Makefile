@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/import_times.py 5
 	$(BIN)/python bench/recall_engine.py
 	$(BIN)/python bench/embedding_arithmetic.py
+	$(BIN)/python bench/file_store.py
 
 # Recall quality and latency on LoCoMo through the public API; writes docs/benchmarks.md.
 bench-recall: $(STAMP)

@@ -76,6 +76,8 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
         main_table=True, idempotency_table=True, files=True, files_purge=True, search=True, embeddings=True
     ),
     "snapshots": API,
+    "tree": Access(main_table=True),  # file memory's reads: the path items, the journal, grep (GETs and a
+    # read-only POST: no idempotency)
     "recall": RECALL,  # embeds the query, searches the memory and its descendants
     "queries": RECALL,  # named queries run recall; free queries search the domain
     "observe": RECALL,  # indexes the episodes after the commit

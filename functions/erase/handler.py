@@ -14,7 +14,7 @@ app = make_resolver()
 
 @app.post("/v1/memories/<memory_id>/erase", summary="Erase records for good", tags=["erase"])
 def handle_erase(memory_id: str, body: schemas.EraseIn) -> Response[schemas.EraseOut | schemas.JobAccepted]:
-    job = bootstrap.container().removal.erase(caller_of(app), memory_id, body.record_ids, body.filters)
+    job = bootstrap.container().removal.erase(caller_of(app), memory_id, body.record_ids, body.filters, body.under)
     if job.status == "running":
         return respond(presenters.accepted(job), 202)
     out = presenters.job(job)

@@ -17,8 +17,8 @@ app = make_resolver()
 
 @app.post("/v1/memories/<memory_id>/records", summary="Remember: write one record as stated", tags=["records"])
 def handle_remember(memory_id: str, body: schemas.RecordCreate) -> Response[schemas.RecordOut]:
-    given = inputs.record_input(body.type, body.content, body.attributes, body.time, body.references)
-    view = bootstrap.container().records.remember(caller_of(app), memory_id, given)
+    given = inputs.record_input(body.type, body.content, body.attributes, body.time, body.references, body.path)
+    view = bootstrap.container().records.remember(caller_of(app), memory_id, given, inputs.write_terms(body))
     return respond(presenters.record(view), 201)
 
 
@@ -40,6 +40,8 @@ def handle_list_records(
     as_of: Annotated[str | None, Query(description="an RFC 3339 time or a snapshot name")] = None,
     limit: Annotated[int | None, Query(description="1 to 100, default 20")] = None,
     cursor: Annotated[str | None, Query()] = None,
+    path: Annotated[str | None, Query(description="only the file at this path")] = None,
+    under: Annotated[str | None, Query(description='only the files under this directory ("" or ending in "/")')] = None,
 ):  # §6.1: `parent` left out when absent, as in recall
     parsed_filters: Any = None
     if filters is not None:
@@ -56,6 +58,8 @@ def handle_list_records(
         as_of=as_of,
         limit=limit,
         cursor=cursor,
+        path=path,
+        under=under,
     )
     listing = json.dumps(presenters.record_listing(page), separators=(",", ":"))  # compact, as Powertools answers
     return Response(status_code=200, content_type=JSON, body=listing)
@@ -75,7 +79,7 @@ def handle_get_record(
 @app.patch("/v1/memories/<memory_id>/records/<record_id>", summary="Revise: append a version", tags=["records"])
 def handle_revise_record(memory_id: str, record_id: str, body: schemas.RecordRevise) -> Response[schemas.RecordOut]:
     changes: dict[str, Any] = {}
-    for field in body.model_fields_set - {"time", "references"}:
+    for field in body.model_fields_set - {"time", "references", "conditions", "origin"}:
         value = getattr(body, field)
         if value is None:
             raise MemoryInvalid(f"{field} cannot be null")
@@ -83,13 +87,20 @@ def handle_revise_record(memory_id: str, record_id: str, body: schemas.RecordRev
     changes.update(inputs.validity(body.time))
     if "references" in body.model_fields_set:
         changes["references"] = inputs.references(body.references or [])
-    view = bootstrap.container().records.revise(caller_of(app), memory_id, record_id, changes)
+    view = bootstrap.container().records.revise(caller_of(app), memory_id, record_id, changes,
+                                                inputs.write_terms(body))
     return respond(presenters.record(view))
 
 
-@app.delete("/v1/memories/<memory_id>/records/<record_id>", summary="Forget: close a record", tags=["records"])
+@app.delete(
+    "/v1/memories/<memory_id>/records/<record_id>",
+    summary="Forget: close a record (an optional JSON body carries conditions and origin)",
+    tags=["records"],
+)
 def handle_forget_record(memory_id: str, record_id: str) -> Response[schemas.RecordOut]:
-    view = bootstrap.container().records.forget(caller_of(app), memory_id, record_id)
+    raw = app.current_event.body
+    body = schemas.RecordForget.model_validate(app.current_event.json_body) if raw else None
+    view = bootstrap.container().records.forget(caller_of(app), memory_id, record_id, inputs.write_terms(body))
     return respond(presenters.record(view))
 
 

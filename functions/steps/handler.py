@@ -61,7 +61,9 @@ def _consolidation() -> ConsolidationService:
 
 @step(s.EraseStarted)
 def resolve_erase_targets(state: s.EraseStarted) -> s.TargetsState:
-    targets = _removal().resolve_erase_targets(state.tenant, state.memory_id, state.record_ids, state.filters)
+    targets = _removal().resolve_erase_targets(
+        state.tenant, state.memory_id, state.record_ids, state.filters, state.under
+    )
     return s.TargetsState.of(targets)
 
 

@@ -27,7 +27,9 @@ from infra.layout import Layout
 
 RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
-PIP_PLATFORM = "manylinux2014_aarch64"
+# Wheels for either tag: pydantic-core ships only manylinux2014 for aarch64, google-re2 only
+# manylinux_2_28; the python3.13 runtime (Amazon Linux 2023, glibc 2.34) runs both.
+PIP_PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64")
 PIP_PYTHON_VERSION = "3.13"
 
 # Never shipped to Lambda: caches, build metadata, and the core package's local- and client-only subpackages.
@@ -70,8 +72,7 @@ class PipBundling:
             "--quiet",
             "--disable-pip-version-check",
             "--no-compile",
-            "--platform",
-            PIP_PLATFORM,
+            *(argument for platform in PIP_PLATFORMS for argument in ("--platform", platform)),
             "--implementation",
             "cp",
             "--python-version",
@@ -98,7 +99,7 @@ class Packaging(Construct):
 
     def _build_dependencies_layer(self, removal_policy: RemovalPolicy) -> lambda_.LayerVersion:
         requirements = self._layout.runtime_requirements()
-        fingerprint = json.dumps([requirements, PIP_PLATFORM, PIP_PYTHON_VERSION])
+        fingerprint = json.dumps([requirements, *PIP_PLATFORMS, PIP_PYTHON_VERSION])
         code = lambda_.Code.from_asset(
             str(self._layout.pyproject.parent / "layers"),
             # The layer is a function of the pins alone: the same pins never redeploy it.

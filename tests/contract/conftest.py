@@ -5,10 +5,10 @@ that share one table; a suite's tests take the fixture and so run once per adapt
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -20,6 +20,7 @@ from tests.fakes import (
     InMemoryKeyRepository,
     InMemoryMemoryRepository,
     InMemoryObjectStore,
+    InMemoryPathRepository,
     InMemoryQueryRepository,
     InMemoryRecordRepository,
     InMemoryRunRepository,
@@ -30,9 +31,24 @@ from uhp_memories.domain.harnesses import AttachmentRepository
 from uhp_memories.domain.jobs import JobRepository
 from uhp_memories.domain.queries import QueryRepository
 from uhp_memories.domain.removal import CachedResponses
+from uhp_memories.domain.tree import PathRepository
 from uhp_memories.ports import KeyRepository, MemoryRepository, RecordRepository
 
 REGION = "us-east-1"
+
+
+class PathStore(PathRepository, Protocol):
+    """The path items and change journal (domain/tree.py's PathRepository), with what erase and a
+    refused write use: who holds a set of paths, clearing the journal, freeing a chain's paths."""
+
+    def holders(self, tenant: str, memory_id: str, paths: Sequence[str]) -> dict[str, str]:
+        ...
+
+    def clear_journal(self, tenant: str, memory_id: str) -> None:
+        ...
+
+    def release(self, tenant: str, memory_id: str, chain_id: str, paths: Sequence[str]) -> None:
+        ...
 
 
 @dataclass
@@ -47,6 +63,7 @@ class Repositories:
     files: FileRepository
     jobs: JobRepository
     runs: RunRepository
+    paths: PathStore  # reads what `records` writes of a memory's files
 
 
 @contextmanager
@@ -84,6 +101,7 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
             InMemoryFileRepository(),
             InMemoryJobRepository(memories),
             InMemoryRunRepository(memories),
+            InMemoryPathRepository(memories),
         )
         return
 
@@ -95,6 +113,7 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
         from uhp_memories.adapters.dynamodb.harnesses import DynamoAttachmentRepository
         from uhp_memories.adapters.dynamodb.jobs import DynamoJobRepository
         from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
+        from uhp_memories.adapters.dynamodb.paths import DynamoPathRepository
         from uhp_memories.adapters.dynamodb.queries import DynamoQueryRepository
         from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
         from uhp_memories.adapters.dynamodb.runs import DynamoRunRepository
@@ -116,6 +135,7 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
             DynamoFileRepository(table),
             DynamoJobRepository(table),
             DynamoRunRepository(table),
+            DynamoPathRepository(table),
         )
 
 

@@ -10,6 +10,7 @@ from tests.fakes.files import InMemoryFileRepository, InMemoryObjectStore
 from tests.fakes.harnesses import InMemoryAttachmentRepository
 from tests.fakes.jobs import ExecutionAlreadyExists, InMemoryJobRepository, InMemoryWorkflowRunner
 from tests.fakes.keys import InMemoryKeyRepository
+from tests.fakes.paths import InMemoryPathRepository
 from tests.fakes.queries import InMemoryFreeQueryIndex, InMemoryQueryRepository
 from tests.fakes.removal import InMemoryCachedResponses
 from tests.fakes.tree import InMemoryMemoryRepository, InMemoryRecordRepository
@@ -24,6 +25,7 @@ __all__ = [
     "InMemoryKeyRepository",
     "InMemoryMemoryRepository",
     "InMemoryObjectStore",
+    "InMemoryPathRepository",
     "InMemoryQueryRepository",
     "InMemoryRecordRepository",
     "InMemoryRunRepository",

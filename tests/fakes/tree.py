@@ -1,6 +1,7 @@
 """In-memory fakes of the memory tree and the record versions: the same contract as
 DynamoMemoryRepository and DynamoRecordRepository (tests/contract holds both to it). Conditional writes
-behave as DynamoDB's do: a failed condition raises the adapter's domain error and writes nothing."""
+behave as DynamoDB's do: a failed condition raises the adapter's domain error and writes nothing. A
+record with a path keeps its file through tests/fakes/paths.py, in the same all-or-nothing write."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tests.fakes.paths import InMemoryPathRepository
 from uhp_memories.domain.errors import AlreadyExists, StaleVersion, TreeChanged
 from uhp_memories.domain.models import Grant, Memory, RecordVersion, Snapshot
+from uhp_memories.domain.paths import PathCondition
 
 
 class InMemoryMemoryRepository:
@@ -122,6 +125,9 @@ class InMemoryRecordRepository:
     def __post_init__(self) -> None:
         self.versions: dict[tuple[str, str, str], RecordVersion] = {}
         self.snapshots: dict[tuple[str, str, str], Snapshot] = {}
+        # The memory's files, kept under the tree as DynamoRecordRepository keeps them in the
+        # memory's partition: another InMemoryPathRepository over the same tree reads the same.
+        self.paths = InMemoryPathRepository(self.memories)
 
     def get(self, tenant: str, memory_id: str, record_id: str) -> RecordVersion | None:
         return self.versions.get((tenant, memory_id, record_id))
@@ -130,8 +136,13 @@ class InMemoryRecordRepository:
         found = (self.versions.get((tenant, memory_id, rid)) for rid in record_ids)
         return {record.id: record for record in found if record is not None}
 
-    def append_first(self, record: RecordVersion) -> None:
-        self.append_many([record])
+    def append_first(self, record: RecordVersion, conditions: Sequence[PathCondition] = ()) -> None:
+        with self.memories.lock:
+            if not self.memories._live(record.tenant, record.memory_id):
+                raise TreeChanged(record.memory_id)
+            self.paths.commit(None, record, conditions)
+            self.versions[(record.tenant, record.memory_id, record.id)] = record
+            self.memories.adjust_count(record.tenant, record.memory_id, 1)
 
     def append_many(self, records: Sequence[RecordVersion]) -> None:
         with self.memories.lock:
@@ -149,9 +160,12 @@ class InMemoryRecordRepository:
         if not self.memories._live(version.tenant, version.memory_id):
             raise StaleVersion(version.id)
 
-    def append_revision(self, previous: RecordVersion, revision: RecordVersion) -> None:
+    def append_revision(
+        self, previous: RecordVersion, revision: RecordVersion, conditions: Sequence[PathCondition] = ()
+    ) -> None:
         with self.memories.lock:
             self._check_current(previous)
+            self.paths.commit(previous, revision, conditions)
             self.versions[(previous.tenant, previous.memory_id, previous.id)] = previous
             self.versions[(revision.tenant, revision.memory_id, revision.id)] = revision
 
@@ -162,13 +176,15 @@ class InMemoryRecordRepository:
                 raise StaleVersion(forgotten.id)
             if not self.memories._live(revision.tenant, revision.memory_id):
                 raise StaleVersion(forgotten.id)
+            self.paths.commit(None, revision)
             self.versions[(forgotten.tenant, forgotten.memory_id, forgotten.id)] = forgotten
             self.versions[(revision.tenant, revision.memory_id, revision.id)] = revision
             self.memories.adjust_count(revision.tenant, revision.memory_id, +1)
 
-    def close(self, current: RecordVersion, closed: RecordVersion) -> None:
+    def close(self, current: RecordVersion, closed: RecordVersion, conditions: Sequence[PathCondition] = ()) -> None:
         with self.memories.lock:
             self._check_current(current)
+            self.paths.commit(current, None, conditions)
             self.versions[(closed.tenant, closed.memory_id, closed.id)] = closed
             self.memories.adjust_count(closed.tenant, closed.memory_id, -1)
 
@@ -223,6 +239,10 @@ class InMemoryRecordRepository:
     def erase_chain(self, tenant: str, memory_id: str, chain_id: str) -> list[str]:
         with self.memories.lock:
             doomed = [v for v in self.chain(tenant, chain_id) if v.memory_id == memory_id]
+            paths = [v.path for v in doomed if v.path is not None]
+            if paths:
+                self.paths.clear_journal(tenant, memory_id)
+                self.paths.release(tenant, memory_id, chain_id, paths)
             for version in doomed:
                 del self.versions[(tenant, memory_id, version.id)]
                 if version.is_current and version.status == "active" and (tenant, memory_id) in self.memories.memories:
@@ -235,3 +255,4 @@ class InMemoryRecordRepository:
                 del self.versions[key]
             for key in [k for k in self.snapshots if k[:2] == (tenant, memory_id)]:
                 del self.snapshots[key]
+            self.paths.purge(tenant, memory_id)

@@ -107,3 +107,26 @@ def open_records(stage: Stage) -> OpenRecords:
             yield store
 
     return opened
+
+
+OpenFiles = Callable[..., AbstractAsyncContextManager[Any]]
+
+
+@pytest.fixture
+def open_files(stage: Stage) -> OpenFiles:
+    """open_files(client, memory_id, format=None, transport=None) -> open_file_store(...) over its own httpx2
+    client, as open_records does (the local server speaks plain HTTP, which a store's own client refuses)."""
+    import httpx2
+
+    from uhp_memories.harness import open_file_store
+
+    @asynccontextmanager
+    async def opened(client: Client, memory_id: str, format: Any = None, transport: Any = None) -> AsyncIterator[Any]:
+        async with (
+            httpx2.AsyncClient(timeout=30, transport=transport) as http,
+            open_file_store(base_url=stage.url, api_key=client.key, memory_id=memory_id, http=http, format=format)
+            as store,
+        ):
+            yield store
+
+    return opened

@@ -488,6 +488,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/query"): {"language": "cypher", "statement": "MATCH (n) RETURN n", "params": {}},
     ("POST", "/observe"): {"episodes": [{"content": "an episode"}]},
     ("POST", "/erase"): {"record_ids": []},
+    ("POST", "/grep"): {"pattern": "planted"},
     ("POST", "/consolidations"): {},
     ("POST", "/consolidations/{run_id}/revert"): {},
     ("POST", "/records/{record_id}/operations/{name}"): {},

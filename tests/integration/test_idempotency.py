@@ -398,11 +398,11 @@ def test_a_server_failure_is_not_kept(alice: Client, local_aws: LocalAws, monkey
     real_append = repository.append_first
     calls: list[str] = []
 
-    def fail_the_first_time(record: Any) -> None:
+    def fail_the_first_time(record: Any, conditions: Any = ()) -> None:
         calls.append(record.id)
         if len(calls) == 1:
             raise RuntimeError("injected failure")
-        real_append(record)
+        real_append(record, conditions)
 
     monkeypatch.setattr(repository, "append_first", fail_the_first_time)
     key = new_key()

@@ -29,10 +29,12 @@ ANSWERED = {
     "FileNotFound": 404,
     "MemoriesNotAttached": 404,
     "MemoryConflict": 409,
+    "PathConflict": 409,  # a file write refused (docs/file-memory.md)
     "MemoryBusy": 409,
     "MemoryInvalid": 422,
     "MemoryUnsupported": 422,
     "MemoryUnavailable": 503,
+    "WriteContended": 503,  # writes to one memory's files kept colliding (docs/file-memory.md)
     "QueryNotEmbedded": 503,
 }
 

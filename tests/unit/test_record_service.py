@@ -196,10 +196,10 @@ def test_a_concurrent_revision_turns_the_losing_write_into_a_conflict(world: Wor
     original = repo.append_revision
     winner: list[str] = []
 
-    def racing_append_revision(previous, revision):
+    def racing_append_revision(previous, revision, conditions=()):
         repo.append_revision = original  # type: ignore[method-assign]
         winner.append(world.records.revise(BOB, memory_id, first.id, {"content": "bob's"}).record.id)
-        return original(previous, revision)
+        return original(previous, revision, conditions)
 
     repo.append_revision = racing_append_revision  # type: ignore[method-assign]
     with pytest.raises(MemoryConflict) as caught:
@@ -217,10 +217,10 @@ def test_a_concurrent_forget_turns_the_losing_forget_into_a_conflict(world: Worl
     original = repo.close
     winner: list[str] = []
 
-    def racing_close(current, closed):
+    def racing_close(current, closed, conditions=()):
         repo.close = original  # type: ignore[method-assign]
         winner.append(world.records.revise(BOB, memory_id, first.id, {"content": "two"}).record.id)
-        return original(current, closed)
+        return original(current, closed, conditions)
 
     repo.close = racing_close  # type: ignore[method-assign]
     with pytest.raises(MemoryConflict) as caught:

@@ -197,7 +197,7 @@ def test_an_erase_that_outlasts_the_request_answers_a_running_job_that_holds_the
     assert job.status == "running"
     [execution] = setup.workflows.started("erase")
     assert execution.payload == {"tenant": ALICE.tenant, "memory_id": memory, "job_id": job.id,
-                                 "record_ids": [record.id], "filters": None}
+                                 "record_ids": [record.id], "filters": None, "under": None}
     assert setup.removal.job(ALICE, memory, job.id).status == "running"
     with pytest.raises(MemoryBusy):
         setup.removal.delete_memory(ALICE, memory)

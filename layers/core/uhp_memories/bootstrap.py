@@ -18,6 +18,7 @@ from uhp_memories.adapters.dynamodb.harnesses import DynamoAttachmentRepository
 from uhp_memories.adapters.dynamodb.idempotency import DynamoCachedResponses
 from uhp_memories.adapters.dynamodb.jobs import DynamoJobRepository
 from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
+from uhp_memories.adapters.dynamodb.paths import DynamoPathRepository
 from uhp_memories.adapters.dynamodb.queries import DynamoQueryRepository
 from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
 from uhp_memories.adapters.dynamodb.runs import DynamoRunRepository
@@ -35,6 +36,7 @@ from uhp_memories.domain.queries import QueryService
 from uhp_memories.domain.recall import AbstainPolicy, RecallService
 from uhp_memories.domain.records import RecordService
 from uhp_memories.domain.removal import RemovalService, Retention
+from uhp_memories.domain.tree import TreeService
 from uhp_memories.search.engine import RecallEngine
 from uhp_memories.settings import Settings
 
@@ -52,6 +54,7 @@ class Container:
     records: RecordService
     harnesses: HarnessService
     files: FileService
+    tree: TreeService
     removal: RemovalService
     recall: RecallService
     queries: QueryService
@@ -178,9 +181,10 @@ def build(
         ids=RandomIds(),
     )
     files = FileService(ports, objects, DynamoFileRepository(table))
+    paths = DynamoPathRepository(table)
     engine = recall_engine or lazy(lambda: build_recall_engine(settings))
     memories = MemoryService(ports, objects, jobs.holds, engine)
-    records = RecordService(ports, memories, files, engine)
+    records = RecordService(ports, memories, files, engine, paths)
     recall = RecallService(ports, memories, records, engine, AbstainPolicy(settings.abstain_similarity))
     workflows = StepFunctionsRunner(
         stepfunctions_client,
@@ -232,6 +236,7 @@ def build(
         recall_engine=engine,
         harnesses=HarnessService(ports, DynamoAttachmentRepository(table)),
         files=files,
+        tree=TreeService(ports, paths),
         keys=DynamoKeyRepository(dynamodb_client, settings.keys_table_name),
     )
 

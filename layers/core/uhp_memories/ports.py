@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 from uhp_memories.domain.models import Grant, Memory, RecordVersion, Snapshot
+from uhp_memories.domain.paths import PathCondition
 
 
 class Clock(Protocol):
@@ -84,10 +85,13 @@ class RecordRepository(Protocol):
         allows (recall reads back every hit it returns). Ids not found are left out."""
         ...
 
-    def append_first(self, record: RecordVersion) -> None:
+    def append_first(self, record: RecordVersion, conditions: Sequence[PathCondition] = ()) -> None:
         """Write the first version of a new record and count it on its memory, in one transaction.
+        A record with a path claims it in the same transaction, with every condition of the read set
+        checked there and the change journaled (docs/file-memory.md).
 
-        Raises TreeChanged when the memory is missing or being deleted."""
+        Raises TreeChanged when the memory is missing or being deleted; PathConflict when the path is
+        held or a condition no longer holds."""
         ...
 
     def append_many(self, records: Sequence[RecordVersion]) -> None:
@@ -96,11 +100,14 @@ class RecordRepository(Protocol):
         Raises TreeChanged when the memory is missing or being deleted."""
         ...
 
-    def append_revision(self, previous: RecordVersion, revision: RecordVersion) -> None:
+    def append_revision(
+        self, previous: RecordVersion, revision: RecordVersion, conditions: Sequence[PathCondition] = ()
+    ) -> None:
         """Write `previous` in its closed form (status, superseded_by, invalidated_at) and `revision`,
-        in one transaction.
+        in one transaction, with the path item moved or revised along (as append_first).
 
-        Raises StaleVersion when `previous` is no longer the current active version."""
+        Raises StaleVersion when `previous` is no longer the current active version; PathConflict as
+        append_first."""
         ...
 
     def reopen(self, forgotten: RecordVersion, revision: RecordVersion) -> None:
@@ -109,10 +116,11 @@ class RecordRepository(Protocol):
         forgotten version is no longer the chain's last."""
         ...
 
-    def close(self, current: RecordVersion, closed: RecordVersion) -> None:
-        """Close the current version (forget), uncounting it, in one transaction.
+    def close(self, current: RecordVersion, closed: RecordVersion, conditions: Sequence[PathCondition] = ()) -> None:
+        """Close the current version (forget), uncounting it and freeing its path, in one transaction.
 
-        Raises StaleVersion when `current` is no longer the current active version."""
+        Raises StaleVersion when `current` is no longer the current active version; PathConflict
+        when a condition no longer holds."""
         ...
 
     def chain(self, tenant: str, chain_id: str) -> list[RecordVersion]:
@@ -150,8 +158,9 @@ class RecordRepository(Protocol):
         ...
 
     def erase_chain(self, tenant: str, memory_id: str, chain_id: str) -> list[str]:
-        """Remove every version of one record for good, uncounting it if it was active. Idempotent:
-        a second call finds nothing and returns []. Returns the version ids removed."""
+        """Remove every version of one record for good, uncounting it if it was active; a file's path
+        is freed and the memory's change journal cleared first. Idempotent: a second call finds
+        nothing and returns []. Returns the version ids removed."""
         ...
 
 

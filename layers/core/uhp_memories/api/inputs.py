@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from uhp_memories.api import schemas
-from uhp_memories.domain.records import RecordInput
+from uhp_memories.domain.paths import check_conditions, check_origin
+from uhp_memories.domain.records import NO_TERMS, RecordInput, WriteTerms
 from uhp_memories.domain.timefmt import parse_instant
 
 
@@ -22,7 +23,12 @@ def references(refs: list[schemas.ReferenceIn]) -> tuple[dict[str, str], ...]:
 
 
 def record_input(
-    type: str, content: str | dict, attributes: dict, time: schemas.TimeIn | None, refs: list[schemas.ReferenceIn]
+    type: str,
+    content: str | dict,
+    attributes: dict,
+    time: schemas.TimeIn | None,
+    refs: list[schemas.ReferenceIn],
+    path: str | None = None,
 ) -> RecordInput:
     given = validity(time)
     return RecordInput(
@@ -32,4 +38,14 @@ def record_input(
         valid_from=given.get("valid_from"),
         valid_to=given.get("valid_to"),
         references=references(refs),
+        path=path,
     )
+
+
+def write_terms(body: schemas.WriteTermsIn | None) -> WriteTerms:
+    """A write's read set and origin, checked by the one set of file rules (domain/paths.py)."""
+    if body is None:
+        return NO_TERMS
+    conditions = [c.model_dump() for c in body.conditions] if body.conditions is not None else None
+    origin = body.origin.model_dump() if body.origin is not None else None
+    return WriteTerms(check_conditions(conditions), check_origin(origin))

@@ -63,6 +63,9 @@ def record(view: RecordView) -> schemas.RecordOut:
         ),
         written_by=schemas.WrittenBy(kind=r.written_by["kind"], id=r.written_by["id"]),
         references=view.references,
+        path=r.path,
+        origin=r.origin,
+        forgotten_by=r.forgotten_by,
     )
 
 

@@ -125,22 +125,50 @@ class ReferenceIn(Strict):
     record_id: str
 
 
-class RecordCreate(Strict):
+class PathConditionIn(Strict):
+    """One entry of a write's read set (docs/file-memory.md): the current record at `path` is
+    `record_id`, or none when null."""
+
+    path: str
+    record_id: str | None
+
+
+class OriginIn(Strict):
+    """Who a change is attributed to beyond the API key: the run, the principal and the tool call."""
+
+    run_id: str | None = Field(default=None, min_length=1, max_length=256)
+    principal_id: str | None = Field(default=None, min_length=1, max_length=256)
+    tool_call_id: str | None = Field(default=None, min_length=1, max_length=256)
+
+
+class WriteTermsIn(Strict):
+    conditions: list[PathConditionIn] | None = Field(default=None, max_length=4096)
+    origin: OriginIn | None = None
+
+
+class RecordCreate(WriteTermsIn):
     type: str = Field(min_length=1, max_length=100)
     content: str | dict[str, Any]
     attributes: dict[str, Any] = Field(default_factory=dict)
     time: TimeIn | None = None
     references: list[ReferenceIn] = Field(default_factory=list)
+    path: str | None = Field(default=None, description="makes the record a file of its memory")
 
 
-class RecordRevise(Strict):
-    """A revision: the fields sent replace the current version's; the rest carry over."""
+class RecordRevise(WriteTermsIn):
+    """A revision: the fields sent replace the current version's; the rest carry over. A new
+    `path` moves the file."""
 
     type: str | None = None
     content: str | dict[str, Any] | None = None
     attributes: dict[str, Any] | None = None
     time: TimeIn | None = None
     references: list[ReferenceIn] | None = None
+    path: str | None = None
+
+
+class RecordForget(WriteTermsIn):
+    """Forget's optional body: the read set and the origin of the change."""
 
 
 class RecordTime(BaseModel):
@@ -168,6 +196,9 @@ class RecordOut(BaseModel):
     time: RecordTime
     written_by: WrittenBy
     references: list[dict[str, Any]]
+    path: str | None = None
+    origin: dict[str, str] | None = None
+    forgotten_by: dict[str, Any] | None = None
     trust: Literal["untrusted"] = "untrusted"
 
 
@@ -223,6 +254,7 @@ class EraseIn(Strict):
 
     record_ids: list[str] | None = Field(default=None, max_length=100)
     filters: dict[str, Any] | None = None
+    under: str | None = Field(default=None, description='every file under a directory ("" for every file)')
 
 
 class UnreachableOut(BaseModel):
@@ -452,3 +484,53 @@ class AttachmentsOut(BaseModel):
     object: Literal["harness.memories"] = "harness.memories"
     harness_id: str
     memories: list[AttachmentOut]
+
+
+class PathOut(BaseModel):
+    path: str
+    record_id: str
+    bytes: int
+    description: str | None
+    written_at: str
+    written_by: WrittenBy
+
+
+class PathList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[PathOut]
+    next_cursor: str | None
+
+
+class PathChangeOut(BaseModel):
+    path: str
+    record_id: str | None = Field(description="the record at the path now; null when it holds none")
+
+
+class ChangesOut(BaseModel):
+    object: Literal["memory.changes"] = "memory.changes"
+    changes: list[PathChangeOut]
+    cursor: str
+    more: bool
+    full_resync: bool
+
+
+class GrepIn(Strict):
+    pattern: str = Field(min_length=1, max_length=512)
+    regex: bool = False
+    case_sensitive: bool = False
+    under: str = ""
+    limit: int = Field(default=50, ge=1, le=200)
+
+
+class GrepMatchOut(BaseModel):
+    path: str
+    line: int
+    text: str
+    record_id: str
+
+
+class GrepOut(BaseModel):
+    object: Literal["memory.grep"] = "memory.grep"
+    matches: list[GrepMatchOut]
+    more: bool
+    degraded: list[str]

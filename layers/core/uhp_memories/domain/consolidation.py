@@ -256,6 +256,10 @@ class ConsolidationService:
         exhausted = False
         doomed: list[RecordVersion] = []
         for version in oldest_first:
+            if version.path is not None:
+                # A file is its writer's, kept compare-and-swap: two files with the same text at two
+                # paths are two files, and a pass never forgets one (or has to bring one back).
+                continue
             key = identity(version)
             if through is not None and version.written_at <= through:
                 work.kept.setdefault(key, version)

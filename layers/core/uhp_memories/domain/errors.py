@@ -71,6 +71,12 @@ class MemoryBusy(DomainError):
     code = "memory_busy"
 
 
+class WriteContended(DomainError):
+    """Writes to one memory's files kept colliding on its change journal; sending again is safe."""
+
+    code = "memory_unavailable"
+
+
 class StaleVersion(Exception):
     """Raised by a repository when a conditional write finds the record no longer current."""
 

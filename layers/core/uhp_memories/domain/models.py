@@ -87,6 +87,9 @@ class RecordVersion:
     invalidated_at: str | None
     written_by: dict[str, str]
     references: tuple[dict[str, str], ...] = field(default_factory=tuple)
+    path: str | None = None  # a file of its memory (docs/file-memory.md)
+    origin: dict[str, str] | None = None  # the run and tool call that wrote this version, beyond the key
+    forgotten_by: dict[str, Any] | None = None  # on a forgotten version: {written_by, origin} of the forget
 
     @property
     def is_current(self) -> bool:
@@ -98,7 +101,7 @@ class RecordVersion:
     def as_of(self, instant: str) -> RecordVersion:
         """This version as it stood at `instant`: a close that came later is not yet visible."""
         if self.invalidated_at is not None and self.invalidated_at > instant:
-            return replace(self, status="active", invalidated_at=None, superseded_by=None)
+            return replace(self, status="active", invalidated_at=None, superseded_by=None, forgotten_by=None)
         return self
 
     def held_at(self, instant: str) -> bool:

@@ -25,6 +25,7 @@ from uhp_memories.domain.errors import (
     RecordNotFound,
     StaleVersion,
     TreeChanged,
+    WriteContended,
 )
 from uhp_memories.domain.files import FileService
 from uhp_memories.domain.filters import matches, parse_filter
@@ -40,6 +41,7 @@ from uhp_memories.domain.limits import (
 )
 from uhp_memories.domain.memories import MemoryService, MemorySummary
 from uhp_memories.domain.models import Caller, Page, RecordVersion, Snapshot
+from uhp_memories.domain.paths import PathCondition, PathEntry, check_directory, check_path
 from uhp_memories.domain.timefmt import format_ms, parse_instant
 
 logger = logging.getLogger(__name__)
@@ -48,6 +50,9 @@ ID_PATTERN = re.compile(r"^[a-z]+_[0-9a-f]{32}$")
 INCLUDE_VALUES = ("active", "all")
 # One transaction holds at most 100 items: the episodes and the memory's counter.
 OBSERVE_MAX = 50
+# Reading a file is two reads (its path item, then the record it names); a revision between them is
+# read again.
+PATH_READ_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,26 @@ class RecordInput:
     valid_from: str | None = None
     valid_to: str | None = None
     references: tuple[dict[str, str], ...] = ()
+    path: str | None = None  # a file of the memory (docs/file-memory.md)
+
+
+@dataclass(frozen=True)
+class WriteTerms:
+    """What a write carries beyond its record: the read set it must still hold at commit, and who
+    it is attributed to beyond the key (docs/file-memory.md)."""
+
+    conditions: tuple[PathCondition, ...] = ()
+    origin: dict[str, str] | None = None
+
+
+NO_TERMS = WriteTerms()
+
+
+class PathLookup(Protocol):
+    """Which record holds a path now (uhp_memories.domain.tree.PathRepository)."""
+
+    def at(self, tenant: str, memory_id: str, path: str) -> PathEntry | None:
+        ...
 
 
 class VersionIndex(Protocol):
@@ -104,23 +129,28 @@ class RecordService:
         memories: MemoryService,
         files: FileService | None = None,
         index: Callable[[], VersionIndex | None] | None = None,
+        paths: PathLookup | None = None,
     ) -> None:
         self._ports = ports
         self._memories = memories
         self._files = files
         self._index = index
+        self._paths = paths
 
     # -- writes ------------------------------------------------------------------------------
 
-    def remember(self, caller: Caller, memory_id: str, given: RecordInput) -> RecordView:
+    def remember(
+        self, caller: Caller, memory_id: str, given: RecordInput, terms: WriteTerms = NO_TERMS
+    ) -> RecordView:
         access = self._ports.access(caller)
         access.require(memory_id, "write")
         self._check_input(given)
         record = self._first_version(caller, memory_id, given, format_ms(self._ports.clock.now_ms()))
+        record = record.evolve(origin=terms.origin)
         if _is_file(given.content):
             record = record.evolve(content=self._attach(caller, given.content, memory_id, record.chain_id))
         try:
-            self._ports.records.append_first(record)
+            self._ports.records.append_first(record, terms.conditions)
         except TreeChanged:
             raise MemoryNotFound(memory_id) from None
         self._release_upload(caller, record)
@@ -147,12 +177,17 @@ class RecordService:
         self._indexed(records)
         return [self._view(access, record) for record in records]
 
-    def revise(self, caller: Caller, memory_id: str, record_id: str, changes: dict[str, Any]) -> RecordView:
-        """Append a new version. `changes` holds only the fields the caller sent."""
+    def revise(
+        self, caller: Caller, memory_id: str, record_id: str, changes: dict[str, Any], terms: WriteTerms = NO_TERMS
+    ) -> RecordView:
+        """Append a new version. `changes` holds only the fields the caller sent; a new `path`
+        moves the file."""
         access = self._ports.access(caller)
         access.require(memory_id, "write")
         if not changes:
-            raise MemoryInvalid("a revision changes at least one of content, attributes, time or references")
+            raise MemoryInvalid("a revision changes at least one of content, attributes, time, references or path")
+        if "path" in changes and changes["path"] is None:
+            raise MemoryInvalid("a file's path cannot be removed; forget the file instead")
         current = self._current_or_conflict(caller, memory_id, record_id)
         if current.type == "episode":
             raise MemoryInvalid("episodes are append-only: remember a new episode instead of revising one")
@@ -165,6 +200,7 @@ class RecordService:
             valid_from=changes.get("valid_from", current.valid_from),
             valid_to=changes.get("valid_to", current.valid_to),
             references=changes.get("references", current.references),
+            path=changes.get("path", current.path),
         )
         self._check_input(merged)
         content = merged.content
@@ -183,10 +219,12 @@ class RecordService:
             supersedes=current.id,
             written_at=now,
             written_by=caller.written_by,
+            path=merged.path,
+            origin=terms.origin,
         )
         closed = current.evolve(status="superseded", superseded_by=revision.id, invalidated_at=now)
         try:
-            self._ports.records.append_revision(closed, revision)
+            self._ports.records.append_revision(closed, revision, terms.conditions)
         except StaleVersion:
             raise self._conflict(caller, memory_id, record_id) from None
         if revision.content is not current.content:
@@ -194,13 +232,17 @@ class RecordService:
         self._indexed([closed, revision])
         return self._view(access, revision)
 
-    def forget(self, caller: Caller, memory_id: str, record_id: str) -> RecordView:
+    def forget(self, caller: Caller, memory_id: str, record_id: str, terms: WriteTerms = NO_TERMS) -> RecordView:
         access = self._ports.access(caller)
         access.require(memory_id, "write")
         current = self._current_or_conflict(caller, memory_id, record_id)
-        closed = current.evolve(status="forgotten", invalidated_at=format_ms(self._ports.clock.now_ms()))
+        closed = current.evolve(
+            status="forgotten",
+            invalidated_at=format_ms(self._ports.clock.now_ms()),
+            forgotten_by={"written_by": caller.written_by, "origin": terms.origin},
+        )
         try:
-            self._ports.records.close(current, closed)
+            self._ports.records.close(current, closed, terms.conditions)
         except StaleVersion:
             raise self._conflict(caller, memory_id, record_id) from None
         self._indexed([closed])
@@ -244,6 +286,7 @@ class RecordService:
             invalidated_at=None,
             written_by=caller.written_by,
             references=given.references,
+            path=given.path,
         )
 
     # -- reads -------------------------------------------------------------------------------
@@ -283,9 +326,17 @@ class RecordService:
         as_of: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        path: str | None = None,
+        under: str | None = None,
     ) -> RecordPage:
+        """A page of the memory's records, newest first; `path` keeps the file at that path, `under`
+        the files under a directory."""
         access = self._ports.access(caller)
         memory = access.require(memory_id, "read")
+        if path is not None:
+            check_path(path)
+        if under is not None:
+            check_directory(under)
         size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
         if include not in INCLUDE_VALUES:
             raise MemoryInvalid(f"include must be one of {list(INCLUDE_VALUES)}")
@@ -295,6 +346,8 @@ class RecordService:
         kind = f"records:{include}:{instant or ''}"
         after = cursors.decode(kind, cursor, str)
         candidates = self._candidates(caller, memory_id, include, instant, after)
+        if path is not None and instant is None and include == "active" and self._paths is not None:
+            candidates = self._at_path(caller, memory_id, path)
 
         page: list[RecordVersion] = []
         next_position: str | None = None
@@ -303,6 +356,10 @@ class RecordService:
             if wanted_types and version.type not in wanted_types:
                 continue
             if not matches(flt, version):
+                continue
+            if path is not None and version.path != path:
+                continue
+            if under is not None and (version.path is None or not version.path.startswith(under)):
                 continue
             if len(page) == size:
                 next_position = last_position
@@ -394,6 +451,20 @@ class RecordService:
                 version = version.as_of(instant)
             yield position, version
 
+    def _at_path(self, caller: Caller, memory_id: str, path: str) -> Iterator[tuple[str, RecordVersion]]:
+        """The current file at a path, read by its path item rather than by scanning the memory."""
+        assert self._paths is not None
+        for _ in range(PATH_READ_ATTEMPTS):
+            entry = self._paths.at(caller.tenant, memory_id, path)
+            if entry is None:
+                return
+            record = self._ports.records.get(caller.tenant, memory_id, entry.record_id)
+            if record is not None and record.is_current and record.status == "active":
+                yield record.written_at + "#" + record.id, record
+                return
+            # A revision committed between the two reads: the path item names its successor now.
+        raise WriteContended(f"the file at {path} kept changing while it was read; read it again")
+
     def _find(self, caller: Caller, memory_id: str, record_id: str) -> RecordVersion:
         record = None
         if ID_PATTERN.match(record_id):
@@ -443,6 +514,8 @@ class RecordService:
             raise MemoryInvalid(f"attributes are at most {ATTRIBUTES_JSON_BYTES} bytes of JSON")
         if given.valid_from and given.valid_to and given.valid_to < given.valid_from:
             raise MemoryInvalid("time.valid_to is before time.valid_from")
+        if given.path is not None:
+            _check_file(given)
         if len(given.references) > REFERENCES_MAX:
             raise MemoryInvalid(f"a record has at most {REFERENCES_MAX} references")
         for ref in given.references:
@@ -473,6 +546,15 @@ class RecordService:
                 return {"rel": ref.get("rel", "related"), "memory_id": memory_id, "record_id": record_id,
                         "available": True}
         return {"memory_id": memory_id, "record_id": record_id, "available": False}
+
+
+def _check_file(given: RecordInput) -> None:
+    """What a record with a path must be: text, and not an episode (which can never move)."""
+    check_path(given.path)
+    if not isinstance(given.content, str):
+        raise MemoryInvalid("a file (a record with a path) holds text content")
+    if given.type == "episode":
+        raise MemoryInvalid("an episode cannot be a file: episodes are append-only")
 
 
 def _is_file(content: Any) -> bool:

@@ -23,6 +23,7 @@ from uhp_memories.domain.filters import matches, parse_filter
 from uhp_memories.domain.jobs import Job, JobRepository, WorkflowRunner
 from uhp_memories.domain.memories import MemoryService
 from uhp_memories.domain.models import Caller
+from uhp_memories.domain.paths import check_directory
 from uhp_memories.domain.records import ID_PATTERN
 from uhp_memories.domain.timefmt import format_ms
 
@@ -145,13 +146,18 @@ class RemovalService:
 
     # -- API ---------------------------------------------------------------------------------
 
-    def erase(self, caller: Caller, memory_id: str, record_ids: list[str] | None, filters: Any) -> Job:
-        """Start an erase of named records (whole version chains) or of the records a filter matches,
-        and wait for it as long as a request may. Needs delete; never an agent's tool."""
+    def erase(
+        self, caller: Caller, memory_id: str, record_ids: list[str] | None, filters: Any, under: str | None = None
+    ) -> Job:
+        """Start an erase of named records (whole version chains), of the records a filter matches,
+        or of the files under a directory, and wait for it as long as a request may. Needs delete;
+        never an agent's tool."""
         access = self._ports.access(caller)
         access.require(memory_id, "delete")
-        if (record_ids is None) == (filters is None):
-            raise MemoryInvalid("erase takes record_ids or filters, one of the two")
+        if [record_ids is not None, filters is not None, under is not None].count(True) != 1:
+            raise MemoryInvalid("erase takes one of record_ids, filters or under")
+        if under is not None:
+            check_directory(under)
         if record_ids is not None:
             if not 1 <= len(record_ids) <= MAX_NAMED:
                 raise MemoryInvalid(f"record_ids holds 1 to {MAX_NAMED} ids")
@@ -163,7 +169,7 @@ class RemovalService:
         else:
             parse_filter(filters)
         job = self._start(caller, "erase", memory_id, hold=True,
-                          payload={"record_ids": record_ids, "filters": filters})
+                          payload={"record_ids": record_ids, "filters": filters, "under": under})
         return self._settle(caller, job)
 
     def delete_memory(self, caller: Caller, memory_id: str) -> Job:
@@ -224,22 +230,14 @@ class RemovalService:
     # -- erase steps -------------------------------------------------------------------------
 
     def resolve_erase_targets(
-        self, tenant: str, memory_id: str, record_ids: Sequence[str] | None, filters: Any
+        self, tenant: str, memory_id: str, record_ids: Sequence[str] | None, filters: Any, under: str | None = None
     ) -> EraseTargets:
-        """Every version chain to erase: the named records or those a filter matches, and then,
-        transitively, every record derived from one of them, in any memory of the tenant."""
+        """Every version chain to erase: the named records, those a filter matches, or every file
+        that was ever under a directory (any version's path), and then, transitively, every record
+        derived from one of them, in any memory of the tenant."""
         records = self._ports.records
-        chains: dict[tuple[str, str], None] = {}
-        if record_ids is not None:
-            for record_id in record_ids:
-                found = records.get(tenant, memory_id, record_id)
-                if found is not None:
-                    chains[(memory_id, found.chain_id)] = None
-        else:
-            flt = parse_filter(filters)
-            for _, version in records.scan_versions(tenant, memory_id, None, None):
-                if matches(flt, version):
-                    chains[(memory_id, version.chain_id)] = None
+        chosen = self._chosen_chains(tenant, memory_id, record_ids, filters, under)
+        chains = dict.fromkeys((memory_id, chain_id) for chain_id in chosen)
         frontier = list(chains)
         versions: dict[str, str] = {}
         files: set[str] = set()
@@ -264,6 +262,20 @@ class RemovalService:
             versions=tuple(VersionTarget(v, m) for v, m in versions.items()),
             files=tuple(sorted(files)),
         )
+
+    def _chosen_chains(
+        self, tenant: str, memory_id: str, record_ids: Sequence[str] | None, filters: Any, under: str | None
+    ) -> list[str]:
+        """The chains an erase names in its own memory, before what was derived from them."""
+        records = self._ports.records
+        if record_ids is not None:
+            found = (records.get(tenant, memory_id, record_id) for record_id in record_ids)
+            return list(dict.fromkeys(f.chain_id for f in found if f is not None))
+        versions = (v for _, v in records.scan_versions(tenant, memory_id, None, None))
+        if under is not None:
+            return list(dict.fromkeys(v.chain_id for v in versions if v.path is not None and v.path.startswith(under)))
+        flt = parse_filter(filters)
+        return list(dict.fromkeys(v.chain_id for v in versions if matches(flt, v)))
 
     def erase_from_index(self, tenant: str, versions: Sequence[VersionTarget]) -> bool:
         """Drop the versions' documents from the recall index. False when the deployment keeps none."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -194,6 +195,54 @@ class MemoryApi:
         if 200 <= status < 500:
             return _Attempt(answer, reached=True)
         return _Attempt(None, reached=True)
+
+
+logger = logging.getLogger(__name__)
+# How long a purge follows an erase that outlasted its request, and how often it looks.
+PURGE_WAIT_SECONDS = 120.0
+PURGE_POLL_SECONDS = 0.5
+
+
+class EraseUnfinished(Exception):
+    """An erase a purge started has not completed (still running past the wait, or failed)."""
+
+
+async def settle_erase(api: MemoryApi, answer: Answer) -> None:
+    """A purge's erase, followed until it completes (it answers 202 when it outlasts its request).
+
+    A completed erase is a completed purge. What it reports out of reach (the deployment's backups and
+    streams, for their retention) is logged, as places and times, never ids or content: the harness's
+    purge has no report to carry it, and failing every purge on a stage with backups would tell the
+    caller the files were not erased when they were."""
+    report: object = answer.body
+    if answer.status == 202:
+        job = answer.body.get("job") if isinstance(answer.body, Mapping) else None
+        job_id = job.get("id") if isinstance(job, Mapping) else None
+        if not isinstance(job_id, str):
+            raise EraseUnfinished("the erase answered 202 without a job")
+        report = await _completed_job(api, job_id)
+    unreachable = report.get("unreachable") if isinstance(report, Mapping) else None
+    if isinstance(unreachable, list) and unreachable:
+        places = sorted({f"{u.get('where')} until {u.get('until')}" for u in unreachable if isinstance(u, Mapping)})
+        logger.warning("purge erased the memory's content; copies remain out of reach", extra={"places": places})
+
+
+async def _completed_job(api: MemoryApi, job_id: str) -> Mapping[str, object]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PURGE_WAIT_SECONDS
+    while loop.time() < deadline:
+        await asyncio.sleep(PURGE_POLL_SECONDS)
+        try:
+            answer = await api.read("GET", f"/jobs/{quote(job_id, safe='')}")
+        except Unavailable:
+            continue
+        status = answer.body.get("status") if answer.ok and isinstance(answer.body, Mapping) else None
+        if status == "completed":
+            assert isinstance(answer.body, Mapping)
+            return answer.body
+        if status != "running":
+            break
+    raise EraseUnfinished(job_id)
 
 
 def record_path(record_id: str, suffix: str = "") -> str:

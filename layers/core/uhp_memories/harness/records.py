@@ -25,7 +25,6 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Annotated, Literal
-from urllib.parse import quote
 
 import httpx2
 from a13n_harness.providers.memory import (
@@ -39,7 +38,17 @@ from a13n_harness.providers.memory import (
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, field_validator
 
 from uhp_memories.domain.limits import CONTENT_BYTES, LIST_MAX, RECALL_LIMIT_MAX
-from uhp_memories.harness.api import Answer, MemoryApi, OutcomeUnknown, Unavailable, plain_base_url, record_path
+from uhp_memories.harness import wire
+from uhp_memories.harness.api import (
+    Answer,
+    EraseUnfinished,
+    MemoryApi,
+    OutcomeUnknown,
+    Unavailable,
+    plain_base_url,
+    record_path,
+    settle_erase,
+)
 
 RECORD_TYPE = "fact"
 MEMORY_ID = re.compile(r"hmem_[0-9a-f]{32}")
@@ -52,12 +61,9 @@ MAX_REDIRECTS = 8
 CHAIN_LOOKUPS = 8
 # Version id -> chain id, remembered per store: a fact that never changes, so the map is never stale.
 CHAIN_CACHE_ENTRIES = 10_000
-# How long purge follows an erase that outlasted its request, and how often it looks.
-PURGE_WAIT_SECONDS = 120.0
-PURGE_POLL_SECONDS = 0.5
 
+_PURGE_UNFINISHED = "The erase has not finished; purge again to complete it."
 _UNCONFIRMED = "uhp-memories did not confirm the write; it may or may not have happened."
-_UNAVAILABLE = "uhp-memories is unavailable or answered unexpectedly; nothing changed."
 
 type _Operation = Literal["read", "list", "write"]
 type _BaseUrl = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2048)]
@@ -98,8 +104,8 @@ class UhpRecordStore:
             return ()
         body = {"query": query[:QUERY_CHARS], "types": [RECORD_TYPE], "limit": min(limit, RECALL_LIMIT_MAX)}
         answer = await self._read("POST", "/recall", body=body)
-        results = _field(answer.body, "results", list)
-        found = [(_mapping(item.get("record")), item.get("score")) for item in map(_mapping, results)]
+        results = wire.field(answer.body, "results", list)
+        found = [(wire.mapping(item.get("record")), item.get("score")) for item in map(wire.mapping, results)]
         return await self._named([record for record, _ in found], [score for _, score in found])
 
     async def list(self, *, limit: int, cursor: str | None = None) -> RecordPage:
@@ -109,38 +115,39 @@ class UhpRecordStore:
         if cursor is not None:
             params["cursor"] = cursor
         answer = await self._read("GET", "/records", params=params, operation="list" if cursor else "read")
-        next_cursor = _mapping(answer.body).get("next_cursor")
+        next_cursor = wire.mapping(answer.body).get("next_cursor")
         if next_cursor is not None and not isinstance(next_cursor, str):
-            raise _unavailable()
-        records = [_mapping(item) for item in _field(answer.body, "data", list)]
+            raise wire.unavailable()
+        records = [wire.mapping(item) for item in wire.field(answer.body, "data", list)]
         return RecordPage(await self._named(records, [None] * len(records)), next_cursor)
 
     async def add(self, text: str) -> MemoryRecord:
         _check_text(text)
         answer = await self._write("POST", "/records", body={"type": RECORD_TYPE, "content": text})
-        record = _mapping(answer.body)
-        if _int(record, "version") != 1:
+        record = wire.mapping(answer.body)
+        if wire.integer(record, "version") != 1:
             raise MemoryStoreError("write_unconfirmed", _UNCONFIRMED)
-        return _memory_record(record, _str(record, "id"))
+        return _memory_record(record, wire.text(record, "id"))
 
     async def update(self, record_id: str, text: str) -> MemoryRecord:
         _check_text(text)
         named = await self._require(record_id)
         chain = await self._chain_of(named)
-        written = await self._change("PATCH", _str(named, "id"), {"content": text}, chain=chain)
+        written = await self._change("PATCH", wire.text(named, "id"), {"content": text}, chain=chain)
         return _memory_record(written, chain)
 
     async def delete(self, record_id: str) -> None:
         named = await self._require(record_id)
-        await self._change("DELETE", _str(named, "id"), None)
+        await self._change("DELETE", wire.text(named, "id"), None)
 
     async def purge(self) -> None:
         """Erase every version of every fact of the memory, and what was derived from them (needs delete)."""
         every_fact = {"field": "type", "op": "eq", "value": RECORD_TYPE}
         answer = await self._write("POST", "/erase", body={"filters": every_fact})
-        if answer.status == 202:
-            job = _str(_mapping(_mapping(answer.body).get("job")), "id")
-            await self._settled(job)
+        try:
+            await settle_erase(self._api, answer)
+        except EraseUnfinished:
+            raise MemoryStoreError("write_unconfirmed", _PURGE_UNFINISHED) from None
 
     # -- the record a caller names ---------------------------------------------------------------
 
@@ -152,9 +159,9 @@ class UhpRecordStore:
         answer = await self._read("GET", record_path(record_id), missing=True)
         if answer.status == 404:
             raise _not_found(record_id)
-        record = _mapping(answer.body)
-        if _str(record, "id") != record_id:
-            raise _unavailable()
+        record = wire.mapping(answer.body)
+        if wire.text(record, "id") != record_id:
+            raise wire.unavailable()
         if (
             record.get("memory_id") != self._memory_id
             or record.get("type") != RECORD_TYPE
@@ -174,9 +181,9 @@ class UhpRecordStore:
         for _ in range(MAX_REDIRECTS):
             answer = await self._write(method, record_path(target), body=body, missing=True, conflicts=True)
             if answer.ok:
-                written = _mapping(answer.body)
+                written = wire.mapping(answer.body)
                 if chain is not None:
-                    self._remember_chain(_str(written, "id"), chain)
+                    self._remember_chain(wire.text(written, "id"), chain)
                 return written
             if answer.status == 404:
                 raise _not_found(record_id)
@@ -220,8 +227,8 @@ class UhpRecordStore:
 
     async def _chain_of(self, record: Mapping[str, object]) -> str:
         """The id of the chain's first version: the record's own id at version 1, else from its history."""
-        record_id = _str(record, "id")
-        if _int(record, "version") == 1:
+        record_id = wire.text(record, "id")
+        if wire.integer(record, "version") == 1:
             return record_id
         if (known := self._chains.get(record_id)) is not None:
             return known
@@ -229,11 +236,11 @@ class UhpRecordStore:
             answer = await self._read("GET", record_path(record_id, "/history"), params={"limit": 1}, missing=True)
         if answer.status == 404:
             raise _not_found(record_id)
-        versions = _field(answer.body, "data", list)
-        first = _mapping(versions[0] if versions else None)
-        if _int(first, "version") != 1:
-            raise _unavailable()
-        chain = _str(first, "id")
+        versions = wire.field(answer.body, "data", list)
+        first = wire.mapping(versions[0] if versions else None)
+        if wire.integer(first, "version") != 1:
+            raise wire.unavailable()
+        chain = wire.text(first, "id")
         self._remember_chain(record_id, chain)
         return chain
 
@@ -257,7 +264,7 @@ class UhpRecordStore:
         try:
             answer = await self._api.read(method, path, params=params, body=body)
         except Unavailable:
-            raise _unavailable() from None
+            raise wire.unavailable() from None
         return _final(answer, operation, missing)
 
     async def _write(
@@ -269,29 +276,10 @@ class UhpRecordStore:
         except OutcomeUnknown:
             raise MemoryStoreError("write_unconfirmed", _UNCONFIRMED) from None
         except Unavailable:
-            raise _unavailable() from None
+            raise wire.unavailable() from None
         if conflicts and answer.status == 409 and answer.code == "memory_conflict":
             return answer
         return _final(answer, "write", missing)
-
-    async def _settled(self, job_id: str) -> None:
-        """Follow an erase job until it ends; one still running or failed leaves the purge unconfirmed."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + PURGE_WAIT_SECONDS
-        while loop.time() < deadline:
-            await asyncio.sleep(PURGE_POLL_SECONDS)
-            try:
-                answer = await self._api.read("GET", f"/jobs/{quote(job_id, safe='')}")
-            except Unavailable:
-                continue
-            if not answer.ok:
-                break
-            status = answer.body.get("status") if isinstance(answer.body, Mapping) else None
-            if status == "completed":
-                return
-            if status != "running":
-                break
-        raise MemoryStoreError("write_unconfirmed", "The erase has not finished; purge again to complete it.")
 
 
 def _final(answer: Answer, operation: _Operation, missing: bool) -> Answer:
@@ -347,12 +335,12 @@ def _check_text(text: str) -> None:
 def _memory_record(record: Mapping[str, object], chain_id: str, score: object = None) -> MemoryRecord:
     text = record.get("content")
     if not isinstance(text, str):
-        raise _unavailable()
+        raise wire.unavailable()
     return MemoryRecord(
         id=chain_id,
         text=text,
         score=float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
-        updated_at=_timestamp(_mapping(record.get("time")).get("written_at")),
+        updated_at=_timestamp(wire.mapping(record.get("time")).get("written_at")),
     )
 
 
@@ -365,39 +353,13 @@ def _timestamp(value: object) -> datetime | None:
         return None
 
 
-def _mapping(value: object) -> Mapping[str, object]:
-    if not isinstance(value, Mapping):
-        raise _unavailable()
-    return value
 
 
-def _field[T](body: object, name: str, kind: type[T]) -> T:
-    value = _mapping(body).get(name)
-    if not isinstance(value, kind):
-        raise _unavailable()
-    return value
-
-
-def _str(record: Mapping[str, object], name: str) -> str:
-    value = record.get(name)
-    if not isinstance(value, str) or not value:
-        raise _unavailable()
-    return value
-
-
-def _int(record: Mapping[str, object], name: str) -> int:
-    value = record.get(name)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _unavailable()
-    return value
 
 
 def _not_found(record_id: str) -> MemoryStoreError:
     return MemoryStoreError("record_not_found", f"No record {record_id!r} in this memory.")
 
-
-def _unavailable() -> MemoryStoreError:
-    return MemoryStoreError("unavailable", _UNAVAILABLE)
 
 
 @asynccontextmanager

@@ -58,6 +58,7 @@ class EraseStarted(State):
     job_id: str
     record_ids: list[str] | None = None
     filters: Any = None
+    under: str | None = None  # every file under a directory (docs/file-memory.md)
 
 
 class ChainState(State):

@@ -136,10 +136,14 @@ def record_item(record: RecordVersion) -> dict[str, Any]:
                 "attributes": record.attributes,
                 "references": list(record.references),
                 "written_by": record.written_by,
+                "origin": record.origin,
             },
             separators=(",", ":"),
             ensure_ascii=False,
         ),
+        "path": record.path,
+        # Its own attribute, not in `body`: a forget sets it on the version it closes (an UpdateItem).
+        "forgotten_by": forgotten_by_json(record),
         "GSI3PK": keys.chain_pk(record.tenant, record.chain_id),
         "GSI3SK": keys.chain_sk(record.version),
         "GSI4PK": keys.timeline_pk(record.tenant, record.memory_id),
@@ -171,7 +175,17 @@ def record_from(item: Mapping[str, Any]) -> RecordVersion:
         invalidated_at=item.get("invalidated_at"),
         written_by=body["written_by"],
         references=tuple(body.get("references", [])),
+        path=item.get("path"),
+        origin=body.get("origin"),
+        forgotten_by=json.loads(item["forgotten_by"]) if item.get("forgotten_by") else None,
     )
+
+
+def forgotten_by_json(record: RecordVersion) -> str | None:
+    """Who forgot a version, and with what origin, as kept on its item."""
+    if record.forgotten_by is None:
+        return None
+    return json.dumps(record.forgotten_by, separators=(",", ":"), ensure_ascii=False)
 
 
 def derived_items(record: RecordVersion) -> list[dict[str, Any]]:

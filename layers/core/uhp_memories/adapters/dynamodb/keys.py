@@ -113,6 +113,23 @@ def query_sk(name: str) -> str:
     return f"{QUERY_SK_PREFIX}{name}"
 
 
+# File memory (docs/file-memory.md): one item per current file, named by its path, and the change
+# journal, a head and one entry per change in commit order. Both sort outside "G#".."META".
+PATH_SK_PREFIX = "PATH#"
+
+
+def path_sk(path: str) -> str:
+    return f"{PATH_SK_PREFIX}{path}"
+
+
+JOURNAL_HEAD_SK = "CHANGES"
+JOURNAL_ENTRY_PREFIX = "CHANGE#"
+
+
+def journal_sk(seq: int) -> str:
+    return f"{JOURNAL_ENTRY_PREFIX}{seq:012d}"
+
+
 CONSOLIDATION_SK_PREFIX = "CON#"
 
 

@@ -3,29 +3,37 @@ version (on condition that it is still current), put the new one, check the memo
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterator, Sequence
 
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.items import (
     derived_items,
+    forgotten_by_json,
     record_from,
     record_item,
     snapshot_from,
     snapshot_item,
 )
+from uhp_memories.adapters.dynamodb.paths import DynamoPathRepository
 from uhp_memories.adapters.dynamodb.schema import ACTIVE_INDEX, CHAIN_INDEX, TIMELINE_INDEX
-from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, DynamoTable
-from uhp_memories.domain.errors import AlreadyExists, StaleVersion, TreeChanged
+from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, Contended, DynamoTable
+from uhp_memories.domain.errors import AlreadyExists, StaleVersion, TreeChanged, WriteContended
 from uhp_memories.domain.models import RecordVersion, Snapshot
+from uhp_memories.domain.paths import PathCondition, PathConflict
 
 # Still the version a change may act on: nothing superseded it and nobody forgot it.
 CURRENT_ACTIVE = "attribute_exists(PK) AND attribute_not_exists(superseded_by) AND #status = :active"
 SCAN_PAGE = 100
+# A file write that loses the race for its memory's journal head reads the head again and retries.
+FILE_WRITE_ATTEMPTS = 12
 
 
 class DynamoRecordRepository:
     def __init__(self, table: DynamoTable) -> None:
         self._table = table
+        self._paths = DynamoPathRepository(table)
 
     def get(self, tenant: str, memory_id: str, record_id: str) -> RecordVersion | None:
         return _record_of(tenant, self._table.get(keys.memory_pk(tenant, memory_id), keys.record_sk(record_id)))
@@ -45,8 +53,9 @@ class DynamoRecordRepository:
             values={":delta": delta, ":false": False},
         )
 
-    def append_first(self, record: RecordVersion) -> None:
-        self.append_many([record])
+    def append_first(self, record: RecordVersion, conditions: Sequence[PathCondition] = ()) -> None:
+        operations = [*self._put_ops(record), self._count(record, 1)]
+        self._commit(operations, None, record, conditions, on_failure=TreeChanged(record.memory_id))
 
     def _put_ops(self, record: RecordVersion) -> list[dict]:
         return [self._table.put_op(record_item(record), "attribute_not_exists(PK)")] + [
@@ -67,6 +76,9 @@ class DynamoRecordRepository:
         if closed.superseded_by:
             assignments += ", superseded_by = :by"
             values[":by"] = closed.superseded_by
+        if closed.forgotten_by:
+            assignments += ", forgotten_by = :forgotten_by"
+            values[":forgotten_by"] = forgotten_by_json(closed)
         return self._table.update_op(
             keys.memory_pk(closed.tenant, closed.memory_id),
             keys.record_sk(closed.id),
@@ -76,7 +88,9 @@ class DynamoRecordRepository:
             names={"#status": "status"},
         )
 
-    def append_revision(self, previous: RecordVersion, revision: RecordVersion) -> None:
+    def append_revision(
+        self, previous: RecordVersion, revision: RecordVersion, conditions: Sequence[PathCondition] = ()
+    ) -> None:
         operations = [
             self._close_op(previous),
             *self._put_ops(revision),
@@ -84,10 +98,7 @@ class DynamoRecordRepository:
                 keys.memory_pk(revision.tenant, revision.memory_id), keys.META_SK, LIVE_MEMORY, {":false": False}
             ),
         ]
-        try:
-            self._table.transact(operations)
-        except ConditionFailed:
-            raise StaleVersion(previous.id) from None
+        self._commit(operations, previous, revision, conditions, on_failure=StaleVersion(previous.id))
 
     def reopen(self, forgotten: RecordVersion, revision: RecordVersion) -> None:
         operations = [
@@ -102,16 +113,51 @@ class DynamoRecordRepository:
             *self._put_ops(revision),
             self._count(revision, +1),
         ]
-        try:
-            self._table.transact(operations)
-        except ConditionFailed:
-            raise StaleVersion(forgotten.id) from None
+        self._commit(operations, None, revision, (), on_failure=StaleVersion(forgotten.id))
 
-    def close(self, current: RecordVersion, closed: RecordVersion) -> None:
-        try:
-            self._table.transact([self._close_op(closed), self._count(closed, -1)])
-        except ConditionFailed:
-            raise StaleVersion(current.id) from None
+    def close(self, current: RecordVersion, closed: RecordVersion, conditions: Sequence[PathCondition] = ()) -> None:
+        operations = [self._close_op(closed), self._count(closed, -1)]
+        self._commit(operations, current, None, conditions, on_failure=StaleVersion(current.id))
+
+    def _commit(
+        self,
+        operations: list[dict],
+        before: RecordVersion | None,
+        after: RecordVersion | None,
+        conditions: Sequence[PathCondition],
+        on_failure: Exception,
+    ) -> None:
+        """One transaction: the record's own operations and, when a file is involved, its path item,
+        read set and journal entries (adapters/dynamodb/paths.py). `on_failure` is raised when the
+        record's own conditions fail; PathConflict when the file's do."""
+        touches_files = bool(conditions) or any(v is not None and v.path is not None for v in (before, after))
+        for attempt in range(FILE_WRITE_ATTEMPTS):
+            try:
+                plan = self._paths.plan(before, after, conditions, int(time.time() * 1000)) if touches_files else None
+            except PathConflict:
+                # A version no longer current is refused as such, whatever its read set says.
+                if before is not None and not self._still_current(before):
+                    raise on_failure from None
+                raise
+            try:
+                self._table.transact(operations + (plan.operations if plan else []))
+                return
+            except Contended:
+                pass
+            except ConditionFailed as failure:
+                own = {i for i in failure.failed if i < len(operations)}
+                if plan is None or own or not failure.failed:
+                    raise on_failure from None
+                conflicts = self._paths.explain(after or before, plan)  # type: ignore[arg-type]
+                if conflicts:
+                    raise PathConflict(conflicts) from None
+            # Another write of this memory's files committed first (the journal head moved): read again.
+            time.sleep(random.uniform(0, 0.005 * (attempt + 1)))  # noqa: S311 (jitter, not a secret)
+        raise WriteContended(f"writes to the files of memory {(after or before).memory_id} kept colliding")  # type: ignore[union-attr]
+
+    def _still_current(self, version: RecordVersion) -> bool:
+        stored = self.get(version.tenant, version.memory_id, version.id)
+        return stored is not None and stored.is_current and stored.status == "active"
 
     def chain(self, tenant: str, chain_id: str) -> list[RecordVersion]:
         items = self._table.query("GSI3PK = :pk", {":pk": keys.chain_pk(tenant, chain_id)}, index=CHAIN_INDEX.name)
@@ -187,7 +233,9 @@ class DynamoRecordRepository:
     def purge_memory(self, tenant: str, memory_id: str) -> None:
         pk = keys.memory_pk(tenant, memory_id)
         doomed: list[tuple[str, str]] = []
-        for prefix in (keys.RECORD_SK_PREFIX, keys.SNAPSHOT_SK_PREFIX):
+        prefixes = (keys.RECORD_SK_PREFIX, keys.SNAPSHOT_SK_PREFIX, keys.PATH_SK_PREFIX, keys.JOURNAL_ENTRY_PREFIX)
+        doomed.append((pk, keys.JOURNAL_HEAD_SK))
+        for prefix in prefixes:
             items = self._table.query("PK = :pk AND begins_with(SK, :p)", {":pk": pk, ":p": prefix})
             for item in items:
                 if item.get("entity") == "record":
@@ -205,6 +253,15 @@ class DynamoRecordRepository:
     def erase_chain(self, tenant: str, memory_id: str, chain_id: str) -> list[str]:
         versions = [v for v in self.chain(tenant, chain_id) if v.memory_id == memory_id]
         erased: list[str] = []
+        paths = [v.path for v in versions if v.path is not None]
+        if paths:
+            # A file's path and the change journal that names it go first: a retried step that
+            # finds the versions gone has nothing of the file left to miss.
+            self._paths.clear_journal(tenant, memory_id)
+            self._paths.release(tenant, memory_id, chain_id, paths)
+            # Once more after the paths are freed: a write that read the journal head before it
+            # checked its read set against them commits on that head, or not at all.
+            self._paths.clear_journal(tenant, memory_id)
         # Older versions first, in batches; the current version goes last, in one transaction with
         # the memory's counter, so a retried step never uncounts twice.
         for version in versions:

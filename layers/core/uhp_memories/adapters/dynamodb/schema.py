@@ -76,6 +76,8 @@ MAIN_TABLE = TableSpec(
     partition_key="PK",
     sort_key="SK",
     indexes=(CHILDREN_INDEX, PRINCIPAL_INDEX, CHAIN_INDEX, TIMELINE_INDEX, ACTIVE_INDEX),
+    # Only a file memory's change-journal entries carry it (docs/file-memory.md): they expire.
+    ttl_attribute="expires_at",
     stream=True,
 )
 KEYS_TABLE = TableSpec(logical_name="Keys", partition_key="key_hash")

@@ -16,7 +16,18 @@ BATCH_GET_ATTEMPTS = 5
 
 
 class ConditionFailed(Exception):
-    """A conditional write (or one condition of a transaction) failed; nothing was written."""
+    """A conditional write (or one condition of a transaction) failed; nothing was written.
+    `failed` holds the positions of a transaction's operations whose condition failed (empty when
+    the answer did not say)."""
+
+    def __init__(self, message: str, failed: frozenset[int] = frozenset()) -> None:
+        super().__init__(message)
+        self.failed = failed
+
+
+class Contended(Exception):
+    """A transaction lost a race with another one on the same item; nothing was written, and the
+    same transaction may be sent again."""
 
 
 class DynamoTable:
@@ -100,14 +111,22 @@ class DynamoTable:
         except ClientError as error:
             if error.response["Error"]["Code"] == "TransactionCanceledException":
                 reasons = error.response.get("CancellationReasons", [])
-                if any(r.get("Code") == "ConditionalCheckFailed" for r in reasons) or not reasons:
-                    raise ConditionFailed(str(error)) from None
+                codes = [r.get("Code") for r in reasons]
+                if "ConditionalCheckFailed" in codes or not reasons:
+                    failed = frozenset(i for i, code in enumerate(codes) if code == "ConditionalCheckFailed")
+                    raise ConditionFailed(str(error), failed) from None
+                if "TransactionConflict" in codes:
+                    raise Contended(str(error)) from None
             raise
 
-    def put_op(self, item: Mapping[str, Any], condition: str | None = None) -> dict[str, Any]:
+    def put_op(
+        self, item: Mapping[str, Any], condition: str | None = None, values: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         put: dict[str, Any] = {"TableName": self.name, "Item": to_dynamo(item)}
         if condition:
             put["ConditionExpression"] = condition
+        if values:
+            put["ExpressionAttributeValues"] = to_dynamo(values)
         return {"Put": put}
 
     def update_op(
@@ -133,10 +152,14 @@ class DynamoTable:
             op["ExpressionAttributeNames"] = dict(names)
         return {"Update": op}
 
-    def delete_op(self, pk: str, sk: str, condition: str | None = None) -> dict[str, Any]:
+    def delete_op(
+        self, pk: str, sk: str, condition: str | None = None, values: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         op: dict[str, Any] = {"TableName": self.name, "Key": to_dynamo({"PK": pk, "SK": sk})}
         if condition:
             op["ConditionExpression"] = condition
+        if values:
+            op["ExpressionAttributeValues"] = to_dynamo(values)
         return {"Delete": op}
 
     def check_op(
@@ -151,10 +174,12 @@ class DynamoTable:
             op["ExpressionAttributeValues"] = to_dynamo(values)
         return {"ConditionCheck": op}
 
-    def delete(self, pk: str, sk: str, condition: str | None = None) -> None:
+    def delete(self, pk: str, sk: str, condition: str | None = None, values: Mapping[str, Any] | None = None) -> None:
         kwargs: dict[str, Any] = {"TableName": self.name, "Key": to_dynamo({"PK": pk, "SK": sk})}
         if condition:
             kwargs["ConditionExpression"] = condition
+        if values:
+            kwargs["ExpressionAttributeValues"] = to_dynamo(values)
         try:
             self.client.delete_item(**kwargs)
         except ClientError as error:
