@@ -89,6 +89,12 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
     # commit: the stream indexer brings the index in step).
     "consolidations": Access(main_table=True, idempotency_table=True, start_workflows=("consolidate",)),
     "harnesses": API,
+    # MCP (§9.1): its tools run the services records, recall and queries run, so it touches what they do
+    # (a remembered record naming a file copies the upload, as records does); no workflows: erase and
+    # memory delete are never tools.
+    "mcp": Access(
+        main_table=True, idempotency_table=True, files=True, files_purge=True, search=True, embeddings=True
+    ),
     # Workflow steps (functions/steps/handler.py): each its own Lambda and role.
     "steps.resolve_erase_targets": Access(main_table=True),
     "steps.erase_from_index": Access(search=True),  # deletes documents by id: no embedding

@@ -351,6 +351,7 @@ def test_the_functions_that_index_search_or_embed_are_exactly_those_the_code_pat
     # indexes stream images; erase and memory delete remove documents without embedding anything.
     assert uses_index == {
         "records",
+        "mcp",  # its tools run remember (indexes after the commit), recall and named queries
         "observe",
         "recall",
         "queries",

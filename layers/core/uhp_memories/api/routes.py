@@ -61,6 +61,7 @@ ROUTES: tuple[Route, ...] = (
     Route("consolidations", "POST", M + "/consolidations/{run_id}/revert"),
     Route("harnesses", "PUT", "/v1/harnesses/{harness_id}/memories"),
     Route("harnesses", "GET", "/v1/harnesses/{harness_id}/memories"),
+    Route("mcp", "POST", "/mcp"),  # the agent's tools over MCP (§9.1): uhp_memories.mcp
 )
 
 FUNCTIONS: tuple[str, ...] = tuple(dict.fromkeys(route.function for route in ROUTES))

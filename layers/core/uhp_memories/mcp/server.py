@@ -1,0 +1,152 @@
+"""The MCP server (§9.1 tools) on the official `mcp` SDK: streamable HTTP, stateless, JSON responses.
+
+The SDK does all of MCP: JSON-RPC, protocol version negotiation (the handshake era and the
+2026-07-28 single-exchange era alike), tool listing and calling. This module adds only what is ours:
+the tools (mcp/tools.py), the caller the authorizer resolved from the x-api-key (never anything the
+client sends), and `handle`, which runs one HTTP request through the SDK's own ASGI entry
+(`StreamableHTTPSessionManager`, stateless) and hands back status, headers and body, so a Lambda
+answers API Gateway's proxy event with it (functions/mcp/handler.py).
+
+The SDK's `Server` is built once per process (`server()`); each request gets a fresh stateless session
+manager and its own event loop (the local gateway runs requests on threads at once; Lambda one at a
+time). DNS-rebinding protection (Host and Origin checks) is left off: every request is authenticated
+by its API key, and behind API Gateway the Host is the API's own.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+from uhp_memories import __version__, bootstrap
+from uhp_memories.domain.models import Caller
+from uhp_memories.mcp import tools
+from uhp_memories.mcp.fence import INSTRUCTIONS
+
+CALLER_SCOPE_KEY = "uhp_memories.caller"  # where `handle` puts the caller in the ASGI scope
+SERVER_NAME = "uhp-memories"
+
+
+def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller:
+    request = ctx.request
+    caller = request.scope.get(CALLER_SCOPE_KEY) if request is not None else None
+    if not isinstance(caller, Caller):
+        raise RuntimeError("no authenticated caller on this request")
+    return caller
+
+
+def _tool(tool: tools.Tool) -> types.Tool:
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        annotations=types.ToolAnnotations(
+            read_only_hint=not tool.writes, destructive_hint=tool.name == "memory_forget"
+        ),
+    )
+
+
+async def _list_tools(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    offered = tools.offered(bootstrap.container(), _caller(ctx))
+    # Per caller, and changed by attaching memories or defining queries: never cached for others.
+    return types.ListToolsResult(tools=[_tool(t) for t in offered], cache_scope="private", ttl_ms=0)
+
+
+async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    text, is_error = tools.call(bootstrap.container(), _caller(ctx), params.name, params.arguments)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
+
+
+def _input_schema(name: str) -> Mapping[str, Any] | None:
+    """The static tools' schemas, for the SDK's Mcp-Param header check without listing the caller's tools
+    on every call; a named query's tool has none to check (None: nothing to validate)."""
+    tool = tools.BY_NAME.get(name)
+    return tool.input_schema if tool is not None else None
+
+
+_built: list[Server[Any]] = []
+_lock = threading.Lock()
+
+
+def server() -> Server[Any]:
+    """The SDK server, built once per process."""
+    if not _built:
+        with _lock:
+            if not _built:
+                _built.append(
+                    Server(
+                        SERVER_NAME,
+                        version=__version__,
+                        instructions=INSTRUCTIONS,
+                        get_tool_input_schema=_input_schema,
+                        on_list_tools=_list_tools,
+                        on_call_tool=_call_tool,
+                    )
+                )
+    return _built[0]
+
+
+@dataclass
+class HttpAnswer:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+def handle(caller: Caller, method: str, path: str, headers: Mapping[str, str], body: bytes) -> HttpAnswer:
+    """One HTTP request through the SDK's stateless streamable-HTTP entry, answered as status, headers, body."""
+    return anyio.run(_handle, caller, method, path, headers, body)
+
+
+async def _handle(caller: Caller, method: str, path: str, headers: Mapping[str, str], body: bytes) -> HttpAnswer:
+    scope: dict[str, Any] = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "https",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(k.lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in headers.items()],
+        "server": ("uhp-memories", 443),
+        "client": None,
+        CALLER_SCOPE_KEY: caller,
+    }
+    answered = anyio.Event()
+    delivered = False
+    answer = HttpAnswer(500, [], b"")
+    chunks: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await answered.wait()  # the client "disconnects" once the answer is complete
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            answer.status = int(message["status"])
+            answer.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in message.get("headers", [])]
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                answered.set()
+
+    manager = StreamableHTTPSessionManager(app=server(), json_response=True, stateless=True)
+    async with manager.run():
+        await manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
+    answer.body = b"".join(chunks)
+    return answer
