@@ -2,7 +2,8 @@
 
 The route is a Powertools route like every other (the authorizer's caller, errors, the OpenAPI
 document); its body is handed as it came to the official MCP SDK (uhp_memories.mcp.server), whose
-answer goes back as it is."""
+answer goes back as it is. The headers go with it: `x-uhp-memory` names the session's memory (§9),
+checked there against the caller's privileges before the SDK runs."""
 
 from aws_lambda_powertools.event_handler import Response
 

@@ -426,6 +426,7 @@ def test_providers_carry_the_capability_document(alice: Client) -> None:
     assert isinstance(doc["prime"], bool)
     assert isinstance(doc["types"], bool)
     assert isinstance(doc["files"], bool)
+    assert doc["mcp"] == {"path": "/mcp", "transport": "streamable-http", "session_memory_header": "x-uhp-memory"}
     assert doc["recall"] is False or set(doc["recall"]["signals"]) <= {"query", "text", "filters"}
     assert doc["erase"] is False or doc["erase"]["unreachable"] in ("reported", "none")
     assert doc["observe"] is False or doc["observe"]["answers"] in ("records", "job")

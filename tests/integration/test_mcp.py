@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.integration.conftest import Client, ClientFactory
 from uhp_memories.mcp.fence import unwrap
+from uhp_memories.mcp.server import SESSION_MEMORY_HEADER
 
 READ_TOOLS = {"memory_list", "memory_recall", "memory_get", "memory_run_query"}
 WRITE_TOOLS = {"memory_remember", "memory_revise", "memory_forget"}
@@ -238,3 +239,20 @@ def test_mcp_needs_the_api_key(alice: Client) -> None:
     answered = requests.post(alice.base_url + "/mcp", json=body, timeout=30,
                              headers={"Accept": "application/json, text/event-stream"})
     assert answered.status_code == 401
+
+
+def test_the_capability_document_says_where_the_mcp_endpoint_is(alice: Client) -> None:
+    providers = alice.get("/v1/memories/providers").json()["data"]
+    (mcp,) = [p["mcp"] for p in providers if p["id"] == "native"]
+    assert mcp == {"path": "/mcp", "transport": "streamable-http", "session_memory_header": SESSION_MEMORY_HEADER}
+
+    async def work(client: McpClient) -> set[str]:
+        return {t.name for t in (await client.list_tools()).tools}
+
+    async def main() -> set[str]:
+        async with httpx2.AsyncClient(headers={"x-api-key": alice.key}, timeout=30) as http:
+            transport = streamable_http_client(alice.base_url + mcp["path"], http_client=http)
+            async with McpClient(transport) as client:  # type: ignore[arg-type]
+                return await work(client)
+
+    assert "memory_recall" in asyncio.run(main())

@@ -36,6 +36,9 @@ def native_provider(free_query_languages: tuple[str, ...] = ()) -> dict[str, Any
         "queries": {"named": True, "free": free},
         "types": False,
         "files": True,
+        # The agent's tools (§9.1) over MCP on the same API, with the x-api-key; a request may name its
+        # session's memory (§9 metadata.memory) in this header (mcp/server.py).
+        "mcp": {"path": "/mcp", "transport": "streamable-http", "session_memory_header": "x-uhp-memory"},
     }
 
 

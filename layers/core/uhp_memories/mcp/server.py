@@ -3,7 +3,8 @@
 The SDK does all of MCP: JSON-RPC, protocol version negotiation (the handshake era and the
 2026-07-28 single-exchange era alike), tool listing and calling. This module adds only what is ours:
 the tools (mcp/tools.py), the caller the authorizer resolved from the x-api-key (never anything the
-client sends), and `handle`, which runs one HTTP request through the SDK's own ASGI entry
+client sends), the session's memory a request may name (`x-uhp-memory`, checked before the SDK runs),
+and `handle`, which runs one HTTP request through the SDK's own ASGI entry
 (`StreamableHTTPSessionManager`, stateless) and hands back status, headers and body, so a Lambda
 answers API Gateway's proxy event with it (functions/mcp/handler.py).
 
@@ -15,6 +16,7 @@ by its API key, and behind API Gateway the Host is the API's own.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,11 +28,16 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from uhp_memories import __version__, bootstrap
+from uhp_memories.api.errors import status_of
+from uhp_memories.domain.errors import DomainError
+from uhp_memories.domain.harnesses import Attachment
 from uhp_memories.domain.models import Caller
 from uhp_memories.mcp import tools
 from uhp_memories.mcp.fence import INSTRUCTIONS
 
 CALLER_SCOPE_KEY = "uhp_memories.caller"  # where `handle` puts the caller in the ASGI scope
+SESSION_MEMORY_SCOPE_KEY = "uhp_memories.session_memory"  # and beside it the session's memory, checked
+SESSION_MEMORY_HEADER = "x-uhp-memory"  # §9 metadata.memory over MCP: one more memory for the session
 SERVER_NAME = "uhp-memories"
 
 
@@ -40,6 +47,12 @@ def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller:
     if not isinstance(caller, Caller):
         raise RuntimeError("no authenticated caller on this request")
     return caller
+
+
+def _session_memory(ctx: ServerRequestContext[Any, Any]) -> Attachment | None:
+    request = ctx.request
+    memory = request.scope.get(SESSION_MEMORY_SCOPE_KEY) if request is not None else None
+    return memory if isinstance(memory, Attachment) else None
 
 
 def _tool(tool: tools.Tool) -> types.Tool:
@@ -56,13 +69,14 @@ def _tool(tool: tools.Tool) -> types.Tool:
 async def _list_tools(
     ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    offered = tools.offered(bootstrap.container(), _caller(ctx))
+    offered = tools.offered(bootstrap.container(), _caller(ctx), _session_memory(ctx))
     # Per caller, and changed by attaching memories or defining queries: never cached for others.
     return types.ListToolsResult(tools=[_tool(t) for t in offered], cache_scope="private", ttl_ms=0)
 
 
 async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-    text, is_error = tools.call(bootstrap.container(), _caller(ctx), params.name, params.arguments)
+    container, caller, memory = bootstrap.container(), _caller(ctx), _session_memory(ctx)
+    text, is_error = tools.call(container, caller, params.name, params.arguments, memory)
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
 
@@ -103,11 +117,26 @@ class HttpAnswer:
 
 
 def handle(caller: Caller, method: str, path: str, headers: Mapping[str, str], body: bytes) -> HttpAnswer:
-    """One HTTP request through the SDK's stateless streamable-HTTP entry, answered as status, headers, body."""
-    return anyio.run(_handle, caller, method, path, headers, body)
+    """One HTTP request through the SDK's stateless streamable-HTTP entry, answered as status, headers, body.
+
+    A request naming its session's memory (`x-uhp-memory: hmem_...`, §9 `metadata.memory`) has it checked
+    against the caller's privileges first, exactly as an attached memory is: one the caller holds nothing
+    on, or a malformed id, is answered 404 `memory_not_found` with the API's error body, before the SDK
+    reads the request, whatever it asks (every MCP request of that session alike)."""
+    named = next((v for k, v in headers.items() if k.lower() == SESSION_MEMORY_HEADER), None)
+    memory: Attachment | None = None
+    if named is not None:
+        try:
+            memory = tools.session_memory(bootstrap.container(), caller, str(named).strip())
+        except DomainError as error:
+            refused = json.dumps({"error": {"code": error.code, "message": error.message}}).encode()
+            return HttpAnswer(status_of(error.code), [("content-type", "application/json")], refused)
+    return anyio.run(_handle, caller, memory, method, path, headers, body)
 
 
-async def _handle(caller: Caller, method: str, path: str, headers: Mapping[str, str], body: bytes) -> HttpAnswer:
+async def _handle(
+    caller: Caller, memory: Attachment | None, method: str, path: str, headers: Mapping[str, str], body: bytes
+) -> HttpAnswer:
     scope: dict[str, Any] = {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -122,6 +151,7 @@ async def _handle(caller: Caller, method: str, path: str, headers: Mapping[str, 
         "server": ("uhp-memories", 443),
         "client": None,
         CALLER_SCOPE_KEY: caller,
+        SESSION_MEMORY_SCOPE_KEY: memory,
     }
     answered = anyio.Event()
     delivered = False

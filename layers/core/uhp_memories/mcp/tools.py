@@ -9,12 +9,16 @@ Where an agent starts and how far it reaches (§9, §13):
 - `access: read` narrows: a harness writes only at or below a memory it attached with `write`. The
   write tools are offered only when some attachment allows writing.
 - `memory_remember` without `memory_id` writes to the harness's default attachment.
+- One more memory may be named for the session (§9 `metadata.memory`; over MCP the `x-uhp-memory`
+  header, checked by `session_memory` before any tool runs): it is added to the starting memories, with
+  `write` when the caller may write it (and then it is the default) and `read` otherwise.
 - A memory the caller cannot see is `memory_not_found`, whatever the reason. Erase is never a tool.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from uhp_memories.api import inputs, schemas
 from uhp_memories.api.errors import describe_validation_errors
 from uhp_memories.bootstrap import Container
-from uhp_memories.domain.errors import DomainError, MemoryForbidden, MemoryInvalid
+from uhp_memories.domain.errors import DomainError, MemoryForbidden, MemoryInvalid, MemoryNotFound
 from uhp_memories.domain.harnesses import Attachment, MemoriesNotAttached
 from uhp_memories.domain.memories import MemorySummary, MemoryView
 from uhp_memories.domain.models import Caller
@@ -54,47 +58,83 @@ class ToolError(Exception):
 # -- the caller's starting points -----------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Session:
+    """Who runs the tools, and the one more memory its request named (§9 `metadata.memory`; over MCP the
+    `x-uhp-memory` header), already checked against the caller's privileges (`session_memory`)."""
+
+    caller: Caller
+    memory: Attachment | None = None
+
+
+MEMORY_ID_SHAPE = re.compile(r"^hmem_[0-9A-Za-z]{1,64}$")
+
+
+def session_memory(container: Container, caller: Caller, memory_id: str) -> Attachment:
+    """The memory a request names for its session, checked as an attached memory is: memory_not_found
+    when the caller holds nothing on it (or the id is malformed, which is never echoed). Its access is
+    write when the caller may write it, else read; a memory the caller may write is the session's default."""
+    if not MEMORY_ID_SHAPE.match(memory_id):
+        raise MemoryNotFound()
+    view = container.memories.get(caller, memory_id)  # memory_not_found when it holds nothing on it
+    writes = "write" in view.privileges
+    return Attachment(memory_id, "write" if writes else "read", default=writes)
+
+
 def harness_id(caller: Caller) -> str | None:
     return caller.principal[len(HARNESS_PREFIX) :] if caller.principal.startswith(HARNESS_PREFIX) else None
 
 
-def attachments(container: Container, caller: Caller) -> list[Attachment]:
-    """The harness's attachments it can see; [] for a key that is no harness, or a harness with none."""
-    harness = harness_id(caller)
-    if harness is None:
-        return []
-    try:
-        return container.harnesses.attached(caller, harness)
-    except (MemoriesNotAttached, MemoryInvalid):
-        return []
+def attachments(container: Container, s: Session) -> list[Attachment]:
+    """Where the session starts: the harness's attachments it can see ([] for a key that is no harness, or
+    a harness with none), then the session's own memory. An attached memory keeps its attachment (access
+    narrows, never widens); the session's memory, when it may be written, is the default in place of
+    the harness's."""
+    harness = harness_id(s.caller)
+    attached: list[Attachment] = []
+    if harness is not None:
+        try:
+            attached = container.harnesses.attached(s.caller, harness)
+        except (MemoriesNotAttached, MemoryInvalid):
+            attached = []
+    extra = s.memory
+    if extra is None:
+        return attached
+    same = next((a for a in attached if a.memory_id == extra.memory_id), None)
+    default_id = extra.memory_id if (same or extra).access == "write" else None
+    if default_id is None:
+        return attached if same is not None else [*attached, extra]
+    listed = attached if same is not None else [*attached, extra]
+    return [Attachment(a.memory_id, a.access, a.memory_id == default_id) for a in listed]
 
 
-def may_write(container: Container, caller: Caller) -> bool:
-    """Write tools are offered to a harness attached somewhere to write; any other key is checked per call."""
-    if harness_id(caller) is None:
+def may_write(container: Container, s: Session) -> bool:
+    """Write tools are offered to a harness attached somewhere to write (its session's memory counts);
+    any other key is checked per call."""
+    if harness_id(s.caller) is None:
         return True
-    return any(a.access == "write" for a in attachments(container, caller))
+    return any(a.access == "write" for a in attachments(container, s))
 
 
-def _check_write_reach(container: Container, caller: Caller, memory_id: str) -> None:
+def _check_write_reach(container: Container, s: Session, memory_id: str) -> None:
     """A harness writes only at or below a memory it attached with `write` (`read` narrows, §9)."""
-    if harness_id(caller) is None:
+    if harness_id(s.caller) is None:
         return
-    writable = {a.memory_id for a in attachments(container, caller) if a.access == "write"}
+    writable = {a.memory_id for a in attachments(container, s) if a.access == "write"}
     if memory_id in writable:
         return
-    view = container.memories.get(caller, memory_id)  # memory_not_found for one it cannot see
+    view = container.memories.get(s.caller, memory_id)  # memory_not_found for one it cannot see
     if not writable.intersection(view.ancestors):
         raise MemoryForbidden("write")
 
 
-def _default_memory(container: Container, caller: Caller) -> str:
-    if harness_id(caller) is None:
+def _default_memory(container: Container, s: Session) -> str:
+    default = next((a for a in attachments(container, s) if a.default), None)
+    if default is not None:
+        return default.memory_id
+    if harness_id(s.caller) is None:
         raise MemoryInvalid("memory_id is required: this key is no harness, so it has no default memory")
-    default = next((a for a in attachments(container, caller) if a.default), None)
-    if default is None:
-        raise MemoryInvalid("memory_id is required: the harness has no default memory attached")
-    return default.memory_id
+    raise MemoryInvalid("memory_id is required: the harness has no default memory attached")
 
 
 # -- answers ----------------------------------------------------------------------------------------
@@ -215,23 +255,24 @@ def _schema(model: type[BaseModel] | None, extra: dict[str, Any], required: list
 # -- the tools ----------------------------------------------------------------------------------------
 
 
-def memory_list(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
+def memory_list(c: Container, s: Session, a: dict[str, Any]) -> dict[str, Any]:
     memory_id = _text(a, "memory_id")
     cursor = _text(a, "cursor")
     if memory_id is None:
-        attached = attachments(c, caller)
-        if attached:
-            return {"memories": [_memory(c.memories.get(caller, e.memory_id), e) for e in attached]}
-        if harness_id(caller) is not None:
-            return {"memories": []}
-        page = c.memories.list(caller, cursor=cursor)
-        return {"memories": [_memory(v) for v in page.items], "next_cursor": page.next_cursor}
-    here = c.memories.get(caller, memory_id)
-    children = c.memories.list(caller, parent=memory_id, cursor=cursor)
+        attached = attachments(c, s)
+        if harness_id(s.caller) is not None:
+            return {"memories": [_memory(c.memories.get(s.caller, e.memory_id), e) for e in attached]}
+        # Any other key: the session's memory (first page only), then its entry points.
+        first = [] if cursor is not None else [_memory(c.memories.get(s.caller, e.memory_id), e) for e in attached]
+        page = c.memories.list(s.caller, cursor=cursor)
+        rest = [_memory(v) for v in page.items if all(v.memory.id != e.memory_id for e in attached)]
+        return {"memories": [*first, *rest], "next_cursor": page.next_cursor}
+    here = c.memories.get(s.caller, memory_id)
+    children = c.memories.list(s.caller, parent=memory_id, cursor=cursor)
     parent = None
     if here.parent_id is not None:
         try:
-            parent = _memory(c.memories.get(caller, here.parent_id))
+            parent = _memory(c.memories.get(s.caller, here.parent_id))
         except DomainError:
             parent = None
     out: dict[str, Any] = {"memory": _memory(here)}
@@ -242,7 +283,7 @@ def memory_list(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, An
     return out
 
 
-def memory_recall(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
+def memory_recall(c: Container, s: Session, a: dict[str, Any]) -> dict[str, Any]:
     memory_id = _required(a, "memory_id")
     body = _body(schemas.RecallIn, a, "memory_id")
     request = RecallInput(
@@ -255,27 +296,27 @@ def memory_recall(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, 
         limit=body.limit,
         depth=body.depth,
     )
-    return _recall(c.recall.recall(caller, memory_id, request))
+    return _recall(c.recall.recall(s.caller, memory_id, request))
 
 
-def memory_get(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
+def memory_get(c: Container, s: Session, a: dict[str, Any]) -> dict[str, Any]:
     memory_id, record_id = _required(a, "memory_id"), _required(a, "record_id")
     as_of = _text(a, "as_of")
-    return {"record": _record(c.records.get(caller, memory_id, record_id, as_of, "active"))}
+    return {"record": _record(c.records.get(s.caller, memory_id, record_id, as_of, "active"))}
 
 
-def memory_remember(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    memory_id = _text(a, "memory_id") or _default_memory(c, caller)
+def memory_remember(c: Container, s: Session, a: dict[str, Any]) -> dict[str, Any]:
+    memory_id = _text(a, "memory_id") or _default_memory(c, s)
     body = _body(schemas.RecordCreate, a, "memory_id")
-    _check_write_reach(c, caller, memory_id)
+    _check_write_reach(c, s, memory_id)
     given = inputs.record_input(body.type, body.content, body.attributes, body.time, body.references, body.path)
-    return {"record": _record(c.records.remember(caller, memory_id, given, inputs.write_terms(body)))}
+    return {"record": _record(c.records.remember(s.caller, memory_id, given, inputs.write_terms(body)))}
 
 
-def memory_revise(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
+def memory_revise(c: Container, s: Session, a: dict[str, Any]) -> dict[str, Any]:
     memory_id, record_id = _required(a, "memory_id"), _required(a, "record_id")
     body = _body(schemas.RecordRevise, a, "memory_id", "record_id")
-    _check_write_reach(c, caller, memory_id)
+    _check_write_reach(c, s, memory_id)
     # As PATCH does (functions/records/handler.py): the fields sent replace the current version's.
     changes: dict[str, Any] = {}
     for field in body.model_fields_set - {"time", "references", "conditions", "origin"}:
@@ -286,27 +327,27 @@ def memory_revise(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, 
     changes.update(inputs.validity(body.time))
     if "references" in body.model_fields_set:
         changes["references"] = inputs.references(body.references or [])
-    view = c.records.revise(caller, memory_id, record_id, changes, inputs.write_terms(body))
+    view = c.records.revise(s.caller, memory_id, record_id, changes, inputs.write_terms(body))
     return {"record": _record(view)}
 
 
-def memory_forget(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
+def memory_forget(c: Container, s: Session, a: dict[str, Any]) -> dict[str, Any]:
     memory_id, record_id = _required(a, "memory_id"), _required(a, "record_id")
     body = _body(schemas.RecordForget, a, "memory_id", "record_id")
-    _check_write_reach(c, caller, memory_id)
-    return {"record": _record(c.records.forget(caller, memory_id, record_id, inputs.write_terms(body)))}
+    _check_write_reach(c, s, memory_id)
+    return {"record": _record(c.records.forget(s.caller, memory_id, record_id, inputs.write_terms(body)))}
 
 
-def memory_run_query(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
+def memory_run_query(c: Container, s: Session, a: dict[str, Any]) -> dict[str, Any]:
     memory_id, name = _required(a, "memory_id"), _required(a, "name")
     body = _body(schemas.QueryRunIn, a, "memory_id", "name")
-    return _recall(c.queries.run(caller, memory_id, name, body.params))
+    return _recall(c.queries.run(s.caller, memory_id, name, body.params))
 
 
-def memory_query(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
+def memory_query(c: Container, s: Session, a: dict[str, Any]) -> dict[str, Any]:
     memory_id = _required(a, "memory_id")
     body = _body(schemas.FreeQueryIn, a, "memory_id")
-    return _recall(c.queries.free(caller, memory_id, body.language, body.statement, body.params, body.limit))
+    return _recall(c.queries.free(s.caller, memory_id, body.language, body.statement, body.params, body.limit))
 
 
 @dataclass(frozen=True)
@@ -315,7 +356,7 @@ class Tool:
     description: str
     input_schema: dict[str, Any]
     writes: bool
-    run: Callable[[Container, Caller, dict[str, Any]], dict[str, Any]]
+    run: Callable[[Container, Session, dict[str, Any]], dict[str, Any]]
     free_query: bool = False
 
 
@@ -389,19 +430,19 @@ BY_NAME = {t.name: t for t in TOOLS}
 # -- named queries as tools of their own -------------------------------------------------------------
 
 
-def starting_memories(c: Container, caller: Caller) -> list[str]:
-    attached = attachments(c, caller)
-    if attached or harness_id(caller) is not None:
-        return [a.memory_id for a in attached]
-    return [v.memory.id for v in c.memories.list(caller).items]
+def starting_memories(c: Container, s: Session) -> list[str]:
+    attached = [a.memory_id for a in attachments(c, s)]
+    if harness_id(s.caller) is not None:
+        return attached
+    return [*attached, *(v.memory.id for v in c.memories.list(s.caller).items if v.memory.id not in attached)]
 
 
-def named_queries(c: Container, caller: Caller) -> dict[str, list[NamedQuery]]:
+def named_queries(c: Container, s: Session) -> dict[str, list[NamedQuery]]:
     """The named queries the starting memories list (each only where the caller may run it), by name."""
     found: dict[str, list[NamedQuery]] = {}
-    for memory_id in starting_memories(c, caller):
+    for memory_id in starting_memories(c, s):
         try:
-            listed = c.queries.list(caller, memory_id)
+            listed = c.queries.list(s.caller, memory_id)
         except DomainError:
             continue
         for query in listed:
@@ -424,12 +465,12 @@ def query_tool(name: str, queries: list[NamedQuery]) -> Tool:
     }
     description = queries[0].description or f"the named query {name}"
 
-    def run(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
+    def run(c: Container, s: Session, a: dict[str, Any]) -> dict[str, Any]:
         memory_id = a.get("memory_id") or (memory_ids[0] if len(memory_ids) == 1 else None)
         if not isinstance(memory_id, str):
             raise MemoryInvalid("memory_id is required: more than one memory lists this query")
         values = {k: v for k, v in a.items() if k != "memory_id"}
-        return _recall(c.queries.run(caller, memory_id, name, values))
+        return _recall(c.queries.run(s.caller, memory_id, name, values))
 
     return Tool(QUERY_TOOL_PREFIX + name, f"Named query: {description}", schema, False, run)
 
@@ -437,39 +478,45 @@ def query_tool(name: str, queries: list[NamedQuery]) -> Tool:
 # -- listing and calling --------------------------------------------------------------------------------
 
 
-def offered(c: Container, caller: Caller) -> list[Tool]:
-    """The tools this caller holds: write tools only where it may write, free queries only where offered,
-    and one tool per named query of its starting memories."""
-    writes = may_write(c, caller)
+def offered(c: Container, caller: Caller, memory: Attachment | None = None) -> list[Tool]:
+    """The tools this caller holds (with its session's memory, when its request named one): write tools
+    only where it may write, free queries only where offered, and one tool per named query of its
+    starting memories."""
+    s = Session(caller, memory)
+    writes = may_write(c, s)
     free = bool(c.queries.free_languages_configured())
     tools = [t for t in TOOLS if (writes or not t.writes) and (free or not t.free_query)]
-    tools += [query_tool(name, qs) for name, qs in sorted(named_queries(c, caller).items())]
+    tools += [query_tool(name, qs) for name, qs in sorted(named_queries(c, s).items())]
     return tools
 
 
-def find(c: Container, caller: Caller, name: str) -> Tool:
+def find(c: Container, s: Session, name: str) -> Tool:
     """The tool of that name, as offered to this caller (a write tool a harness is not offered is refused)."""
     tool = BY_NAME.get(name)
     if tool is not None:
-        if tool.writes and not may_write(c, caller):
+        if tool.writes and not may_write(c, s):
             raise MemoryForbidden("write")
         if tool.free_query and not c.queries.free_languages_configured():
             raise ToolError("memory_unsupported", "free queries are not offered here")
         return tool
     query = name[len(QUERY_TOOL_PREFIX) :] if name.startswith(QUERY_TOOL_PREFIX) else ""
     if QUERY_NAME.match(query):
-        found = named_queries(c, caller).get(query)
+        found = named_queries(c, s).get(query)
         if found:
             return query_tool(query, found)
         raise QueryNotFound(query)
     raise ToolError("unknown_tool", f"no tool named {name!r}")
 
 
-def call(c: Container, caller: Caller, name: str, arguments: dict[str, Any] | None) -> tuple[str, bool]:
-    """Run one tool: (the answer's text, whether it is an error)."""
+def call(
+    c: Container, caller: Caller, name: str, arguments: dict[str, Any] | None, memory: Attachment | None = None
+) -> tuple[str, bool]:
+    """Run one tool (with the session's memory, when the request named one): (the answer's text, whether
+    it is an error)."""
+    s = Session(caller, memory)
     try:
-        tool = find(c, caller, name)
-        return present(tool.run(c, caller, dict(arguments or {}))), False
+        tool = find(c, s, name)
+        return present(tool.run(c, s, dict(arguments or {}))), False
     except DomainError as error:
         return _error(error.code, error.message), True
     except ToolError as error:
