@@ -5,10 +5,9 @@ import json
 from aws_lambda_powertools.event_handler import Response
 
 from uhp_memories import bootstrap
-from uhp_memories.api import presenters, schemas
+from uhp_memories.api import inputs, presenters, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver
 from uhp_memories.api.errors import JSON
-from uhp_memories.domain.recall import RecallInput
 
 app = make_resolver()
 
@@ -20,17 +19,7 @@ app = make_resolver()
     responses={200: {"description": "§6.3", "content": {"application/json": {"model": schemas.RecallOut}}}},
 )
 def handle_recall(memory_id: str, body: schemas.RecallIn):  # the body is §6.3, with `parent` left out when absent
-    request = RecallInput(
-        query=body.query,
-        text=body.text,
-        filters=body.filters,
-        types=tuple(body.types),
-        as_of=body.as_of,
-        include=body.include,
-        limit=body.limit,
-        depth=body.depth,
-    )
-    answer = bootstrap.container().recall.recall(caller_of(app), memory_id, request)
+    answer = bootstrap.container().recall.recall(caller_of(app), memory_id, inputs.recall_input(body))
     return Response(status_code=200, content_type=JSON, body=json.dumps(presenters.recall(answer)))
 
 

@@ -78,15 +78,7 @@ def handle_get_record(
 
 @app.patch("/v1/memories/<memory_id>/records/<record_id>", summary="Revise: append a version", tags=["records"])
 def handle_revise_record(memory_id: str, record_id: str, body: schemas.RecordRevise) -> Response[schemas.RecordOut]:
-    changes: dict[str, Any] = {}
-    for field in body.model_fields_set - {"time", "references", "conditions", "origin"}:
-        value = getattr(body, field)
-        if value is None:
-            raise MemoryInvalid(f"{field} cannot be null")
-        changes[field] = value
-    changes.update(inputs.validity(body.time))
-    if "references" in body.model_fields_set:
-        changes["references"] = inputs.references(body.references or [])
+    changes = inputs.revision(body)
     view = bootstrap.container().records.revise(caller_of(app), memory_id, record_id, changes,
                                                 inputs.write_terms(body))
     return respond(presenters.record(view))

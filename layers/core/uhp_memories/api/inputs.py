@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from uhp_memories.api import schemas
+from uhp_memories.domain.errors import MemoryInvalid
 from uhp_memories.domain.paths import check_conditions, check_origin
+from uhp_memories.domain.recall import RecallInput
 from uhp_memories.domain.records import NO_TERMS, RecordInput, WriteTerms
 from uhp_memories.domain.timefmt import parse_instant
 
@@ -39,6 +43,35 @@ def record_input(
         valid_to=given.get("valid_to"),
         references=references(refs),
         path=path,
+    )
+
+
+def revision(body: schemas.RecordRevise) -> dict[str, Any]:
+    """A revision's changes: only the fields the caller sent, each replacing the current version's
+    (PATCH /records/{id} and the memory_revise tool alike). Null is not a value a field can take."""
+    changes: dict[str, Any] = {}
+    for field in body.model_fields_set - {"time", "references", "conditions", "origin"}:
+        value = getattr(body, field)
+        if value is None:
+            raise MemoryInvalid(f"{field} cannot be null")
+        changes[field] = value
+    changes.update(validity(body.time))
+    if "references" in body.model_fields_set:
+        changes["references"] = references(body.references or [])
+    return changes
+
+
+def recall_input(body: schemas.RecallIn) -> RecallInput:
+    """A recall request (POST /recall and the memory_recall tool alike)."""
+    return RecallInput(
+        query=body.query,
+        text=body.text,
+        filters=body.filters,
+        types=tuple(body.types),
+        as_of=body.as_of,
+        include=body.include,
+        limit=body.limit,
+        depth=body.depth,
     )
 
 

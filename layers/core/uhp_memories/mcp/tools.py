@@ -34,7 +34,7 @@ from uhp_memories.domain.memories import MemorySummary, MemoryView
 from uhp_memories.domain.models import Caller
 from uhp_memories.domain.queries import NAME as QUERY_NAME
 from uhp_memories.domain.queries import NamedQuery, QueryNotFound
-from uhp_memories.domain.recall import RecallAnswer, RecallInput
+from uhp_memories.domain.recall import RecallAnswer
 from uhp_memories.domain.records import RecordView
 from uhp_memories.mcp.fence import Fence
 from uhp_memories.search.errors import SearchUnavailable
@@ -286,17 +286,7 @@ def memory_list(c: Container, s: Session, a: dict[str, Any]) -> dict[str, Any]:
 def memory_recall(c: Container, s: Session, a: dict[str, Any]) -> dict[str, Any]:
     memory_id = _required(a, "memory_id")
     body = _body(schemas.RecallIn, a, "memory_id")
-    request = RecallInput(
-        query=body.query,
-        text=body.text,
-        filters=body.filters,
-        types=tuple(body.types),
-        as_of=body.as_of,
-        include=body.include,
-        limit=body.limit,
-        depth=body.depth,
-    )
-    return _recall(c.recall.recall(s.caller, memory_id, request))
+    return _recall(c.recall.recall(s.caller, memory_id, inputs.recall_input(body)))
 
 
 def memory_get(c: Container, s: Session, a: dict[str, Any]) -> dict[str, Any]:
@@ -317,17 +307,7 @@ def memory_revise(c: Container, s: Session, a: dict[str, Any]) -> dict[str, Any]
     memory_id, record_id = _required(a, "memory_id"), _required(a, "record_id")
     body = _body(schemas.RecordRevise, a, "memory_id", "record_id")
     _check_write_reach(c, s, memory_id)
-    # As PATCH does (functions/records/handler.py): the fields sent replace the current version's.
-    changes: dict[str, Any] = {}
-    for field in body.model_fields_set - {"time", "references", "conditions", "origin"}:
-        value = getattr(body, field)
-        if value is None:
-            raise MemoryInvalid(f"{field} cannot be null")
-        changes[field] = value
-    changes.update(inputs.validity(body.time))
-    if "references" in body.model_fields_set:
-        changes["references"] = inputs.references(body.references or [])
-    view = c.records.revise(s.caller, memory_id, record_id, changes, inputs.write_terms(body))
+    view = c.records.revise(s.caller, memory_id, record_id, inputs.revision(body), inputs.write_terms(body))
     return {"record": _record(view)}
 
 
