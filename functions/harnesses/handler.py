@@ -1,20 +1,31 @@
-"""Attaching memories to a harness (§9): PUT replaces the list (attaching is granting), GET reads it."""
+"""Attaching memories to a harness (§9): PUT replaces the list (attaching is granting), GET reads it.
+Prime and turns (§9.1): GET .../prime places the attached memories' pinned records within a token
+budget; POST .../turns sends a turn to the default memory as episodes."""
+
+from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from uhp_memories import bootstrap
-from uhp_memories.api import schemas
+from uhp_memories.api import presenters, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
-from uhp_memories.domain.harnesses import Attachment
+from uhp_memories.domain.harnesses import Attachment, Notice
+from uhp_memories.domain.turns import Placed, ToolRun, Turn
+from uhp_memories.tokens.wordpiece import TOKENIZER_NAME
 
 app = make_resolver()
 
 
-def _out(harness_id: str, attachments: list[Attachment]) -> schemas.AttachmentsOut:
+def _out(harness_id: str, attachments: list[Attachment], notices: list[Notice] | None = None) -> schemas.AttachmentsOut:
     return schemas.AttachmentsOut(
         harness_id=harness_id,
         memories=[
             schemas.AttachmentOut(memory_id=a.memory_id, access=a.access, default=a.default) for a in attachments
+        ],
+        notices=[
+            schemas.NoticeOut(code=n.code, message=n.message, memory_id=n.memory_id, provider=n.provider)
+            for n in notices or []
         ],
     )
 
@@ -26,13 +37,43 @@ def _out(harness_id: str, attachments: list[Attachment]) -> schemas.AttachmentsO
 )
 def handle_attach_memories(harness_id: str, body: schemas.AttachmentsIn) -> Response[schemas.AttachmentsOut]:
     entries = [Attachment(e.memory_id, e.access, e.default) for e in body.memories]
-    attached = bootstrap.container().harnesses.attach(caller_of(app), harness_id, entries)
-    return respond(_out(harness_id, attached))
+    attached = bootstrap.container().harnesses.attach_with_notices(caller_of(app), harness_id, entries)
+    return respond(_out(harness_id, attached.memories, attached.notices))
 
 
 @app.get("/v1/harnesses/<harness_id>/memories", summary="The memories a harness works with", tags=["harnesses"])
 def handle_attached_memories(harness_id: str) -> Response[schemas.AttachmentsOut]:
     return respond(_out(harness_id, bootstrap.container().harnesses.attached(caller_of(app), harness_id)))
+
+
+
+@app.get(
+    "/v1/harnesses/<harness_id>/prime",
+    summary="What to place in the agent's instructions: each attached memory and its pinned records, within a budget",
+    tags=["harnesses"],
+)
+def handle_prime(
+    harness_id: str,
+    budget: Annotated[int | None, Query(description="tokens (MiniLM's tokenizer), 1 to 20000, default 2000")] = None,
+) -> Response[schemas.PrimeOut]:
+    answer = bootstrap.container().prime.prime(caller_of(app), harness_id, budget)
+    return respond(presenters.prime(answer, TOKENIZER_NAME))
+
+
+@app.post(
+    "/v1/harnesses/<harness_id>/turns",
+    summary="Send a turn to the harness's default memory as episodes",
+    tags=["harnesses"],
+)
+def handle_turn(harness_id: str, body: schemas.TurnIn) -> Response[schemas.TurnOut]:
+    turn = Turn(
+        asked=body.asked,
+        answered=body.answered,
+        tools=[ToolRun(t.name, t.input, t.output) for t in body.tools],
+        primed=None if body.primed is None else [Placed(p.memory_id, p.tokens, p.records) for p in body.primed],
+    )
+    answer = bootstrap.container().turns.observe_turn(caller_of(app), harness_id, turn)
+    return respond(presenters.turn(answer, harness_id), 201)
 
 
 lambda_handler = make_handler(app)

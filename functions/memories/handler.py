@@ -57,4 +57,20 @@ def handle_delete_memory(memory_id: str) -> Response[schemas.Deleted | schemas.J
     return respond(schemas.Deleted(id=memory_id, object="memory"))
 
 
+
+@app.put(
+    "/v1/memories/<memory_id>/prime",
+    summary="Replace the records prime always places from this memory (the owner's act: needs delete)",
+    tags=["memories"],
+)
+def handle_pin_for_prime(memory_id: str, body: schemas.PinsIn) -> Response[schemas.PinsOut]:
+    pinned = bootstrap.container().prime.pin(caller_of(app), memory_id, body.record_ids)
+    return respond(presenters.pins(memory_id, pinned))
+
+
+@app.get("/v1/memories/<memory_id>/prime", summary="The records prime places from this memory", tags=["memories"])
+def handle_pinned_for_prime(memory_id: str) -> Response[schemas.PinsOut]:
+    return respond(presenters.pins(memory_id, bootstrap.container().prime.pinned(caller_of(app), memory_id)))
+
+
 lambda_handler = make_handler(app)

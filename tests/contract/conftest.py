@@ -21,6 +21,7 @@ from tests.fakes import (
     InMemoryMemoryRepository,
     InMemoryObjectStore,
     InMemoryPathRepository,
+    InMemoryPinRepository,
     InMemoryQueryRepository,
     InMemoryRecordRepository,
     InMemoryRunRepository,
@@ -29,6 +30,7 @@ from uhp_memories.domain.consolidation import RunRepository
 from uhp_memories.domain.files import FileRepository, ObjectStore
 from uhp_memories.domain.harnesses import AttachmentRepository
 from uhp_memories.domain.jobs import JobRepository
+from uhp_memories.domain.prime import PinRepository
 from uhp_memories.domain.queries import QueryRepository
 from uhp_memories.domain.removal import CachedResponses
 from uhp_memories.domain.tree import PathRepository
@@ -64,6 +66,7 @@ class Repositories:
     jobs: JobRepository
     runs: RunRepository
     paths: PathStore  # reads what `records` writes of a memory's files
+    pins: PinRepository
 
 
 @contextmanager
@@ -102,6 +105,7 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
             InMemoryJobRepository(memories),
             InMemoryRunRepository(memories),
             InMemoryPathRepository(memories),
+            InMemoryPinRepository(memories),
         )
         return
 
@@ -114,6 +118,7 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
         from uhp_memories.adapters.dynamodb.jobs import DynamoJobRepository
         from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
         from uhp_memories.adapters.dynamodb.paths import DynamoPathRepository
+        from uhp_memories.adapters.dynamodb.prime import DynamoPinRepository
         from uhp_memories.adapters.dynamodb.queries import DynamoQueryRepository
         from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
         from uhp_memories.adapters.dynamodb.runs import DynamoRunRepository
@@ -136,6 +141,7 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
             DynamoJobRepository(table),
             DynamoRunRepository(table),
             DynamoPathRepository(table),
+            DynamoPinRepository(table),
         )
 
 

@@ -11,6 +11,7 @@ from tests.fakes.harnesses import InMemoryAttachmentRepository
 from tests.fakes.jobs import ExecutionAlreadyExists, InMemoryJobRepository, InMemoryWorkflowRunner
 from tests.fakes.keys import InMemoryKeyRepository
 from tests.fakes.paths import InMemoryPathRepository
+from tests.fakes.prime import InMemoryPinRepository
 from tests.fakes.queries import InMemoryFreeQueryIndex, InMemoryQueryRepository
 from tests.fakes.removal import InMemoryCachedResponses
 from tests.fakes.tree import InMemoryMemoryRepository, InMemoryRecordRepository
@@ -26,6 +27,7 @@ __all__ = [
     "InMemoryMemoryRepository",
     "InMemoryObjectStore",
     "InMemoryPathRepository",
+    "InMemoryPinRepository",
     "InMemoryQueryRepository",
     "InMemoryRecordRepository",
     "InMemoryRunRepository",

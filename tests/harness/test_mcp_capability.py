@@ -24,7 +24,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 
 from tests.harness.conftest import ClientFactory, Stage
 from tests.integration.conftest import Client
-from uhp_memories.mcp.fence import unwrap
+from uhp_memories.domain.fence import unwrap
 
 pytestmark = pytest.mark.anyio
 

@@ -489,6 +489,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/observe"): {"episodes": [{"content": "an episode"}]},
     ("POST", "/erase"): {"record_ids": []},
     ("POST", "/grep"): {"pattern": "planted"},
+    ("PUT", "/prime"): {"record_ids": []},
     ("POST", "/consolidations"): {},
     ("POST", "/consolidations/{run_id}/revert"): {},
     ("POST", "/records/{record_id}/operations/{name}"): {},

@@ -17,7 +17,7 @@ from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.integration.conftest import Client, ClientFactory
-from uhp_memories.mcp.fence import unwrap
+from uhp_memories.domain.fence import unwrap
 from uhp_memories.mcp.server import SESSION_MEMORY_HEADER
 
 READ_TOOLS = {"memory_list", "memory_recall", "memory_get", "memory_run_query"}

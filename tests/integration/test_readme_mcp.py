@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import Client
-from uhp_memories.mcp.fence import unwrap
+from uhp_memories.domain.fence import unwrap
 
 ROOT = Path(__file__).resolve().parents[2]
 

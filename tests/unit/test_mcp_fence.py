@@ -1,4 +1,4 @@
-"""§13: recalled content is data. The fence rule of uhp_memories.mcp.fence, and how tools present it."""
+"""§13: recalled content is data. The fence rule of uhp_memories.domain.fence, and how tools present it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from uhp_memories.mcp.fence import CLOSE, OPEN, Fence, draw_nonce, text_of, unwrap
+from uhp_memories.domain.fence import CLOSE, OPEN, Fence, draw_nonce, text_of, unwrap
 from uhp_memories.mcp.tools import present
 
 HOSTILE = (

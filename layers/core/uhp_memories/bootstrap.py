@@ -19,6 +19,7 @@ from uhp_memories.adapters.dynamodb.idempotency import DynamoCachedResponses
 from uhp_memories.adapters.dynamodb.jobs import DynamoJobRepository
 from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
 from uhp_memories.adapters.dynamodb.paths import DynamoPathRepository
+from uhp_memories.adapters.dynamodb.prime import DynamoPinRepository
 from uhp_memories.adapters.dynamodb.queries import DynamoQueryRepository
 from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
 from uhp_memories.adapters.dynamodb.runs import DynamoRunRepository
@@ -32,13 +33,16 @@ from uhp_memories.domain.files import FileService
 from uhp_memories.domain.grants import GrantService
 from uhp_memories.domain.harnesses import HarnessService
 from uhp_memories.domain.memories import MemoryService
+from uhp_memories.domain.prime import PrimeService
 from uhp_memories.domain.queries import QueryService
 from uhp_memories.domain.recall import AbstainPolicy, RecallService
 from uhp_memories.domain.records import RecordService
 from uhp_memories.domain.removal import RemovalService, Retention
 from uhp_memories.domain.tree import TreeService
+from uhp_memories.domain.turns import TurnService
 from uhp_memories.search.engine import RecallEngine
 from uhp_memories.settings import Settings
+from uhp_memories.tokens import count_tokens
 
 if TYPE_CHECKING:
     from uhp_memories.search.ports import Embedder
@@ -61,6 +65,8 @@ class Container:
     consolidation: ConsolidationService
     recall_engine: Callable[[], RecallEngine | None]
     keys: DynamoKeyRepository
+    prime: PrimeService
+    turns: TurnService
 
 
 def lazy[T](factory: Callable[[], T]) -> Callable[[], T]:
@@ -212,6 +218,8 @@ def build(
         settings.workflow_wait_seconds,
         engine,
     )
+    attachments = DynamoAttachmentRepository(table)
+    harnesses = HarnessService(ports, attachments)
     return Container(
         settings=settings,
         dynamodb=dynamodb_client,
@@ -234,10 +242,12 @@ def build(
             FREE_QUERY_LANGUAGES if settings.search_endpoint else (),
         ),
         recall_engine=engine,
-        harnesses=HarnessService(ports, DynamoAttachmentRepository(table)),
+        harnesses=harnesses,
         files=files,
         tree=TreeService(ports, paths),
         keys=DynamoKeyRepository(dynamodb_client, settings.keys_table_name),
+        prime=PrimeService(ports, memories, harnesses, DynamoPinRepository(table), count_tokens),
+        turns=TurnService(ports, attachments, records),
     )
 
 

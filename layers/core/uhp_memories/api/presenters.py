@@ -9,8 +9,11 @@ from uhp_memories.domain.consolidation import CONSOLIDATOR, Run
 from uhp_memories.domain.jobs import Job
 from uhp_memories.domain.memories import MemorySummary, MemoryView
 from uhp_memories.domain.models import Grant, Page, Snapshot
+from uhp_memories.domain.prime import PinnedRecord, PrimeAnswer
 from uhp_memories.domain.recall import RecallAnswer
 from uhp_memories.domain.records import RecordPage, RecordView
+from uhp_memories.domain.timefmt import format_ms
+from uhp_memories.domain.turns import TurnAnswer
 
 
 def memory(view: MemoryView) -> schemas.MemoryOut:
@@ -158,4 +161,75 @@ def consolidation(run: Run) -> schemas.ConsolidationOut:
         written_by=dict(CONSOLIDATOR),
         reverted_by=run.reverted_by,
         error=run.error,
+    )
+
+
+def pins(memory_id: str, pinned: list[PinnedRecord]) -> schemas.PinsOut:
+    return schemas.PinsOut(
+        memory_id=memory_id,
+        pins=[
+            schemas.PinOut(
+                record_id=p.pin.record_id,
+                pinned_by=p.pin.pinned_by,
+                pinned_at=format_ms(p.pin.pinned_at),
+                shown=schemas.PinShownOut(
+                    id=p.shown.id,
+                    type=p.shown.type,
+                    content=p.shown.content,
+                    written_by=schemas.WrittenBy(kind=p.shown.written_by["kind"], id=p.shown.written_by["id"]),
+                    written_at=p.shown.written_at,
+                )
+                if p.shown is not None
+                else None,
+            )
+            for p in pinned
+        ],
+    )
+
+
+def prime(answer: PrimeAnswer, tokenizer: str) -> schemas.PrimeOut:
+    memories = [
+        schemas.PrimeMemoryOut(
+            memory_id=m.memory.id,
+            name=m.memory.name,
+            description=m.memory.description,
+            access=m.attachment.access,
+            default=m.attachment.default,
+            children=[schemas.PrimeChildOut(id=c.id, name=c.name, description=c.description) for c in m.children],
+            records=[
+                schemas.PrimeRecordOut(
+                    id=r.record.id,
+                    pinned_record_id=r.pinned_record_id,
+                    type=r.record.type,
+                    content=r.content,
+                    written_by=schemas.WrittenBy(kind=r.record.written_by["kind"], id=r.record.written_by["id"]),
+                    written_at=r.record.written_at,
+                    tokens=r.tokens,
+                )
+                for r in m.records
+            ],
+            omitted=m.omitted,
+            tokens=m.tokens,
+        )
+        for m in answer.memories
+    ]
+    return schemas.PrimeOut(
+        harness_id=answer.harness_id,
+        budget=answer.budget,
+        tokens=answer.tokens,
+        tokenizer=tokenizer,
+        fence=answer.fence,
+        memories=memories,
+        placed=[schemas.PlacedOut(memory_id=m.memory_id, tokens=m.tokens, records=len(m.records)) for m in memories],
+        omitted=answer.omitted_records,
+        omitted_memories=answer.omitted_memories,
+    )
+
+
+def turn(answer: TurnAnswer, harness_id: str) -> schemas.TurnOut:
+    return schemas.TurnOut(
+        turn_id=answer.turn_id,
+        harness_id=harness_id,
+        memory_id=answer.memory_id,
+        records=[record(v) for v in answer.records],
     )

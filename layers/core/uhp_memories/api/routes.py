@@ -61,6 +61,10 @@ ROUTES: tuple[Route, ...] = (
     Route("consolidations", "POST", M + "/consolidations/{run_id}/revert"),
     Route("harnesses", "PUT", "/v1/harnesses/{harness_id}/memories"),
     Route("harnesses", "GET", "/v1/harnesses/{harness_id}/memories"),
+    Route("harnesses", "GET", "/v1/harnesses/{harness_id}/prime"),  # §9.1 prime
+    Route("harnesses", "POST", "/v1/harnesses/{harness_id}/turns"),  # §9.1 observe after a turn
+    Route("memories", "PUT", M + "/prime"),  # the owner's pins for prime (delete)
+    Route("memories", "GET", M + "/prime"),
     Route("mcp", "POST", "/mcp"),  # the agent's tools over MCP (§9.1): uhp_memories.mcp
 )
 

@@ -480,10 +480,129 @@ class AttachmentOut(BaseModel):
     default: bool
 
 
+class NoticeOut(BaseModel):
+    """What the person attaching must be told (§9.1): `outside_provider`, every turn goes to it."""
+
+    code: str
+    message: str
+    memory_id: str
+    provider: str
+
+
 class AttachmentsOut(BaseModel):
     object: Literal["harness.memories"] = "harness.memories"
     harness_id: str
     memories: list[AttachmentOut]
+    notices: list[NoticeOut] = Field(default_factory=list)
+
+
+# -- prime and turns (§9.1) ------------------------------------------------------------------------
+
+
+class PinsIn(Strict):
+    """Replace the memory's pins: each a current record of the memory, at most 20, in prime's order."""
+
+    record_ids: list[str] = Field(max_length=20)
+
+
+class PinShownOut(BaseModel):
+    id: str
+    type: str
+    content: str | dict[str, Any]
+    written_by: WrittenBy
+    written_at: str
+    trust: Literal["untrusted"] = "untrusted"
+
+
+class PinOut(BaseModel):
+    record_id: str  # the version pinned
+    pinned_by: str
+    pinned_at: str
+    shown: PinShownOut | None  # the version prime shows now (None: forgotten or gone)
+
+
+class PinsOut(BaseModel):
+    object: Literal["memory.prime"] = "memory.prime"
+    memory_id: str
+    pins: list[PinOut]
+
+
+class PrimeChildOut(BaseModel):
+    id: str
+    name: str
+    description: str
+
+
+class PrimeRecordOut(BaseModel):
+    id: str
+    pinned_record_id: str
+    type: str
+    content: str  # fenced: between the answer's `fence` markers (uhp_memories.domain.fence)
+    written_by: WrittenBy
+    written_at: str
+    trust: Literal["untrusted"] = "untrusted"
+    tokens: int
+
+
+class PrimeMemoryOut(BaseModel):
+    memory_id: str
+    name: str
+    description: str
+    access: str
+    default: bool
+    children: list[PrimeChildOut]
+    records: list[PrimeRecordOut]
+    omitted: int
+    tokens: int
+
+
+class PlacedOut(BaseModel):
+    memory_id: str
+    tokens: int
+    records: int
+
+
+class PrimeOut(BaseModel):
+    object: Literal["harness.prime"] = "harness.prime"
+    harness_id: str
+    budget: int
+    tokens: int
+    tokenizer: str
+    fence: str
+    memories: list[PrimeMemoryOut]
+    placed: list[PlacedOut]
+    omitted: int  # pinned records left out: not whole within the budget
+    omitted_memories: int  # memories whose header did not fit (their records are counted in omitted)
+
+
+class ToolRunIn(Strict):
+    name: str = Field(min_length=1, max_length=128)
+    input: Any = None
+    output: Any = None
+
+
+class PlacedIn(Strict):
+    memory_id: str = Field(min_length=1, max_length=64)
+    tokens: int = Field(ge=0)
+    records: int = Field(ge=0)
+
+
+class TurnIn(Strict):
+    """One turn of a session: what was asked, what was answered, the tools that ran, and (optionally)
+    what prime placed for the session, per memory, in tokens (the `placed` of GET .../prime)."""
+
+    asked: str = Field(min_length=1)
+    answered: str = Field(min_length=1)
+    tools: list[ToolRunIn] = Field(default_factory=list, max_length=48)
+    primed: list[PlacedIn] | None = Field(default=None, max_length=50)
+
+
+class TurnOut(BaseModel):
+    object: Literal["harness.turn"] = "harness.turn"
+    turn_id: str
+    harness_id: str
+    memory_id: str
+    records: list[RecordOut]
 
 
 class PathOut(BaseModel):

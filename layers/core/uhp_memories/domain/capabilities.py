@@ -30,7 +30,9 @@ def native_provider(free_query_languages: tuple[str, ...] = ()) -> dict[str, Any
         "forget": "native",
         # Erase reports what the deployment keeps beyond reach (backups, streams, snapshots).
         "erase": {"unreachable": "reported"},
-        "prime": False,
+        # Owners pin records (PUT /v1/memories/{id}/prime); GET /v1/harnesses/{id}/prime places them within a
+        # budget of MiniLM tokens (domain/prime.py).
+        "prime": True,
         # Passes run as visible, bounded, reversible runs (§9.2); the native pass forgets exact repeats.
         "consolidate": "runs",
         "queries": {"named": True, "free": free},

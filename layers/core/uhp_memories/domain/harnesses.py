@@ -87,10 +87,66 @@ class AttachmentsChanged(Exception):
     """Raised by an AttachmentRepository when the list changed since it was read; nothing was written."""
 
 
+class ProviderRegistry(Protocol):
+    """Which providers a memory may live in, and which of them run outside this server (§9.1 last rule)."""
+
+    def is_outside(self, provider: str) -> bool:
+        ...
+
+
+class NativeProviders:
+    """This server's registry: only the native provider, which runs inside it."""
+
+    def is_outside(self, provider: str) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class Notice:
+    code: str
+    message: str
+    memory_id: str
+    provider: str
+
+
+OUTSIDE_PROVIDER = "outside_provider"
+
+
+@dataclass(frozen=True)
+class Attached:
+    """A PUT's answer: the caller's view of the list, and what the person attaching must be told."""
+
+    memories: list[Attachment]
+    notices: list[Notice]
+
+
 class HarnessService:
-    def __init__(self, ports: Ports, attachments: AttachmentRepository) -> None:
+    def __init__(
+        self, ports: Ports, attachments: AttachmentRepository, providers: ProviderRegistry | None = None
+    ) -> None:
         self._ports = ports
         self._attachments = attachments
+        self._providers = providers or NativeProviders()
+
+    def attach_with_notices(self, caller: Caller, harness_id: str, entries: Sequence[Attachment]) -> Attached:
+        """`attach`, with a notice for each named memory whose provider is outside the server: every
+        turn of the harness will be sent to it (§9.1), and the person attaching is told so."""
+        attached = self.attach(caller, harness_id, entries)
+        access = self._ports.access(caller)
+        notices = []
+        for entry in entries:
+            memory = access.memory(entry.memory_id)
+            if memory is not None and self._providers.is_outside(memory.provider):
+                notices.append(
+                    Notice(
+                        OUTSIDE_PROVIDER,
+                        f"memory {memory.id} lives in provider {memory.provider!r}, outside this server: every "
+                        f"turn of harness {harness_id} will be sent to it",
+                        memory.id,
+                        memory.provider,
+                    )
+                )
+        return Attached(attached, notices)
 
     def attach(self, caller: Caller, harness_id: str, entries: Sequence[Attachment]) -> list[Attachment]:
         """Replace the caller's view of the list with `entries`; answer what the caller may read of the
@@ -213,3 +269,6 @@ def _harness_caller(caller: Caller, harness_id: str) -> Caller:
     if not HARNESS_ID.match(harness_id):
         raise MemoryInvalid("a harness id is 1 to 128 letters, digits, '_', '.' or '-'")
     return Caller(tenant=caller.tenant, principal=f"harness:{harness_id}")
+
+
+harness_caller = _harness_caller  # the harness a request names, as a caller of the caller's tenant

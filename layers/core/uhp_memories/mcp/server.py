@@ -30,10 +30,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from uhp_memories import __version__, bootstrap
 from uhp_memories.api.errors import status_of
 from uhp_memories.domain.errors import DomainError
+from uhp_memories.domain.fence import INSTRUCTIONS
 from uhp_memories.domain.harnesses import Attachment
 from uhp_memories.domain.models import Caller
 from uhp_memories.mcp import tools
-from uhp_memories.mcp.fence import INSTRUCTIONS
 
 CALLER_SCOPE_KEY = "uhp_memories.caller"  # where `handle` puts the caller in the ASGI scope
 SESSION_MEMORY_SCOPE_KEY = "uhp_memories.session_memory"  # and beside it the session's memory, checked

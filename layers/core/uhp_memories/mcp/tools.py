@@ -1,6 +1,6 @@
 """The agent's tools (§9.1) as thin adapters: each validates its arguments with the REST operation's own
 request schema (api/schemas.py), runs the very same service method with the caller's privileges, and
-answers compactly, record content fenced (mcp/fence.py).
+answers compactly, record content fenced (domain/fence.py).
 
 Where an agent starts and how far it reaches (§9, §13):
 - A key acting as `harness:<id>` starts from that harness's attached memories (`memory_list` without a
@@ -29,6 +29,7 @@ from uhp_memories.api import inputs, schemas
 from uhp_memories.api.errors import describe_validation_errors
 from uhp_memories.bootstrap import Container
 from uhp_memories.domain.errors import DomainError, MemoryForbidden, MemoryInvalid, MemoryNotFound
+from uhp_memories.domain.fence import Fence
 from uhp_memories.domain.harnesses import Attachment, MemoriesNotAttached
 from uhp_memories.domain.memories import MemorySummary, MemoryView
 from uhp_memories.domain.models import Caller
@@ -36,7 +37,6 @@ from uhp_memories.domain.queries import NAME as QUERY_NAME
 from uhp_memories.domain.queries import NamedQuery, QueryNotFound
 from uhp_memories.domain.recall import RecallAnswer
 from uhp_memories.domain.records import RecordView
-from uhp_memories.mcp.fence import Fence
 from uhp_memories.search.errors import SearchUnavailable
 
 HARNESS_PREFIX = "harness:"
@@ -203,7 +203,7 @@ def _recall(answer: RecallAnswer) -> dict[str, Any]:
 
 
 def present(answer: dict[str, Any]) -> str:
-    """The answer as compact JSON text, every record's content fenced with one nonce (mcp/fence.py)."""
+    """The answer as compact JSON text, every record's content fenced with one nonce (domain/fence.py)."""
     records = [*answer.get("results", ()), *([answer["record"]] if "record" in answer else ())]
     if records:
         fence = Fence(r["content"] for r in records)

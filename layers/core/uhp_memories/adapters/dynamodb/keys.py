@@ -123,6 +123,7 @@ def path_sk(path: str) -> str:
 
 
 JOURNAL_HEAD_SK = "CHANGES"
+PRIME_SK = "PRIME"  # a memory's pins for prime (§9.1), under the memory: its purge removes them
 JOURNAL_ENTRY_PREFIX = "CHANGE#"
 
 

@@ -1,0 +1,227 @@
+"""Prime (§9.1): what the owner of a memory marks as always relevant, placed within a token budget.
+
+Pins are a person's act: `PUT /v1/memories/{id}/prime` replaces a memory's list and needs `delete`,
+the owner's privilege (a harness's key holds read and write, so no agent pins anything by writing).
+A pin names a record chain and the version the owner pinned. Prime shows the chain's newest version
+that is either the pinned one or was written by someone other than an agent (a principal of kind
+`harness`): a person's revision of a pinned record shows at once; an agent's revision never reaches
+prime until the owner pins that version again. A chain whose current version is forgotten shows
+nothing.
+
+`prime` answers, per attached memory the caller may read (the harness's list as GET
+/v1/harnesses/{id}/memories reads it), the memory's name, description and readable children, then its
+pinned records, fenced as data (uhp_memories.domain.fence), within the budget. Every memory's header
+is placed before any record, in the list's order; then records, memory by memory, in pin order. What
+does not fit whole is left out and counted (`omitted`), never cut. Tokens are counted with the
+injected counter (uhp_memories.tokens: the MiniLM tokenizer) over the placed text: a header's name,
+description and children's names and descriptions; a record's type, writer and fenced content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from uhp_memories.domain.context import Ports
+from uhp_memories.domain.errors import MemoryConflict, MemoryInvalid, MemoryNotFound, RecordNotFound, TreeChanged
+from uhp_memories.domain.fence import Fence
+from uhp_memories.domain.harnesses import Attachment, HarnessService
+from uhp_memories.domain.memories import MemoryService, MemorySummary
+from uhp_memories.domain.models import Caller, Memory, RecordVersion
+from uhp_memories.domain.records import ID_PATTERN
+
+MAX_PINS = 20
+BUDGET_DEFAULT = 2_000
+BUDGET_MAX = 20_000
+PIN_PRIVILEGE = "delete"
+AGENT_KIND = "harness"  # written_by.kind of an agent's write (principal harness:<id>)
+
+
+@dataclass(frozen=True)
+class Pin:
+    chain_id: str
+    record_id: str  # the version the owner pinned
+    pinned_by: str
+    pinned_at: int
+
+
+class PinRepository(Protocol):
+    def get(self, tenant: str, memory_id: str) -> list[Pin]:
+        """The memory's pins in their order; none when never set."""
+        ...
+
+    def replace(self, tenant: str, memory_id: str, pins: Sequence[Pin]) -> None:
+        """Replace the list; TreeChanged when the memory is missing or being deleted (nothing written)."""
+        ...
+
+
+@dataclass(frozen=True)
+class PinnedRecord:
+    pin: Pin
+    shown: RecordVersion | None  # what prime shows of the chain now (None: forgotten or gone)
+
+
+@dataclass(frozen=True)
+class PlacedRecord:
+    record: RecordVersion
+    pinned_record_id: str
+    content: str  # fenced
+    tokens: int
+
+
+@dataclass
+class PrimedMemory:
+    attachment: Attachment
+    memory: Memory
+    children: list[MemorySummary]
+    tokens: int = 0
+    placed: bool = False
+    records: list[PlacedRecord] = field(default_factory=list)
+    omitted: int = 0
+
+
+@dataclass(frozen=True)
+class PrimeAnswer:
+    harness_id: str
+    budget: int
+    tokens: int
+    fence: str
+    memories: list[PrimedMemory]  # those placed
+    omitted_memories: int
+    omitted_records: int
+
+
+def agent_written(record: RecordVersion) -> bool:
+    return record.written_by.get("kind") == AGENT_KIND
+
+
+def shown_version(chain: Sequence[RecordVersion], pin: Pin) -> RecordVersion | None:
+    """The chain's newest version that is the pinned one or a non-agent's; None when forgotten."""
+    if not chain or chain[-1].status == "forgotten":
+        return None
+    for version in reversed(chain):
+        if version.id == pin.record_id or not agent_written(version):
+            return version
+    return None
+
+
+def header_text(memory: Memory, children: Sequence[MemorySummary]) -> str:
+    lines = [memory.name, memory.description, *(f"{c.name}: {c.description}" for c in children)]
+    return "\n".join(lines)
+
+
+def record_text(record: RecordVersion, fenced: str) -> str:
+    by = record.written_by
+    return f"{record.type} by {by.get('kind')}:{by.get('id')}\n{fenced}"
+
+
+class PrimeService:
+    def __init__(
+        self,
+        ports: Ports,
+        memories: MemoryService,
+        harnesses: HarnessService,
+        pins: PinRepository,
+        count_tokens: Callable[[str], int],
+    ) -> None:
+        self._ports = ports
+        self._memories = memories
+        self._harnesses = harnesses
+        self._pins = pins
+        self._count = count_tokens
+
+    # -- pins -------------------------------------------------------------------------------------
+
+    def pin(self, caller: Caller, memory_id: str, record_ids: Sequence[str]) -> list[PinnedRecord]:
+        """Replace the memory's pins with these records, each a current, active record of the memory."""
+        access = self._ports.access(caller)
+        access.require(memory_id, PIN_PRIVILEGE)
+        if len(record_ids) > MAX_PINS:
+            raise MemoryInvalid(f"a memory has at most {MAX_PINS} records pinned for prime")
+        if len(set(record_ids)) != len(record_ids):
+            raise MemoryInvalid("a record is pinned at most once")
+        before = {p.record_id: p for p in self._pins.get(caller.tenant, memory_id)}
+        pins: list[Pin] = []
+        for record_id in record_ids:
+            found = ID_PATTERN.match(record_id)
+            record = self._ports.records.get(caller.tenant, memory_id, record_id) if found else None
+            if record is None:
+                raise RecordNotFound(record_id)
+            if not record.is_current or record.status != "active":
+                latest = self._ports.records.chain(caller.tenant, record.chain_id)[-1]
+                raise MemoryConflict(
+                    f"record {record_id} is not a current record; pin its current version instead",
+                    current_record_id=latest.id if latest.status == "active" else None,
+                )
+            kept = before.get(record_id)
+            pins.append(kept or Pin(record.chain_id, record.id, caller.principal, self._ports.clock.now_ms()))
+        try:
+            self._pins.replace(caller.tenant, memory_id, pins)
+        except TreeChanged:
+            raise MemoryNotFound(memory_id) from None
+        return self._pinned(caller, memory_id, pins)
+
+    def pinned(self, caller: Caller, memory_id: str) -> list[PinnedRecord]:
+        """The memory's pins with what prime shows of each (read needed: prime shows them to readers)."""
+        self._ports.access(caller).require(memory_id, "read")
+        return self._pinned(caller, memory_id, self._pins.get(caller.tenant, memory_id))
+
+    def _pinned(self, caller: Caller, memory_id: str, pins: Sequence[Pin]) -> list[PinnedRecord]:
+        found = []
+        for pin in pins:
+            chain = [v for v in self._ports.records.chain(caller.tenant, pin.chain_id) if v.memory_id == memory_id]
+            found.append(PinnedRecord(pin, shown_version(chain, pin)))
+        return found
+
+    # -- prime ------------------------------------------------------------------------------------
+
+    def prime(self, caller: Caller, harness_id: str, budget: int | None = None) -> PrimeAnswer:
+        budget = BUDGET_DEFAULT if budget is None else budget
+        if not 1 <= budget <= BUDGET_MAX:
+            raise MemoryInvalid(f"budget is 1 to {BUDGET_MAX} tokens")
+        entries = self._harnesses.attached(caller, harness_id)  # memories_not_attached when none
+        access = self._ports.access(caller)
+        primed: list[tuple[PrimedMemory, list[PinnedRecord]]] = []
+        for entry in entries:
+            memory = access.memory(entry.memory_id)
+            if memory is None or "read" not in access.privileges(entry.memory_id):
+                continue
+            _, children = self._memories.neighbours(access, memory)
+            shown = [p for p in self._pinned(caller, memory.id, self._pins.get(caller.tenant, memory.id)) if p.shown]
+            primed.append((PrimedMemory(entry, memory, children), shown))
+        fence = Fence(p.shown.content for _, pins in primed for p in pins if p.shown)
+        left = budget
+        for memory_part, _ in primed:
+            tokens = self._count(header_text(memory_part.memory, memory_part.children))
+            if tokens <= left:
+                memory_part.placed, memory_part.tokens = True, tokens
+                left -= tokens
+        omitted_records = 0
+        for memory_part, pins in primed:
+            if not memory_part.placed:
+                omitted_records += len(pins)
+                continue
+            for pinned in pins:
+                record = pinned.shown
+                assert record is not None
+                fenced = fence.wrap(record.content)
+                tokens = self._count(record_text(record, fenced))
+                if tokens > left:
+                    memory_part.omitted += 1
+                    omitted_records += 1
+                    continue
+                memory_part.records.append(PlacedRecord(record, pinned.pin.record_id, fenced, tokens))
+                memory_part.tokens += tokens
+                left -= tokens
+        placed = [m for m, _ in primed if m.placed]
+        return PrimeAnswer(
+            harness_id=harness_id,
+            budget=budget,
+            tokens=budget - left,
+            fence=fence.nonce,
+            memories=placed,
+            omitted_memories=len(primed) - len(placed),
+            omitted_records=omitted_records,
+        )
+

@@ -1,0 +1,102 @@
+"""Observe after a turn (§9.1): a turn becomes episodes in the harness's default memory.
+
+One episode per part, in one observe (one transaction: all or none): what was asked, what was
+answered, then each tool that ran, in order. Every episode carries `attributes.turn`: the turn's id
+(drawn by the server), the harness, the part (`asked`, `answered`, `tool`) and its index; a tool's
+episode names the tool; the `asked` episode also keeps `primed`, what prime placed per memory in
+tokens, as the client reports it for this session. No model runs: the native provider keeps the
+episodes as they are.
+
+Who may post: anyone whose write observe accepts on the default memory, the harness itself first.
+The default is read from the harness's stored list; a caller other than the harness that cannot see
+the default memory is answered as if there were none (422), so a turn never reveals which memory a
+harness's default is."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from uhp_memories.domain.context import Ports
+from uhp_memories.domain.errors import MemoryInvalid
+from uhp_memories.domain.harnesses import AttachmentRepository, MemoriesNotAttached, harness_caller
+from uhp_memories.domain.models import Caller
+from uhp_memories.domain.records import OBSERVE_MAX, RecordInput, RecordService, RecordView
+
+MAX_TOOLS = OBSERVE_MAX - 2  # with what was asked and what was answered: one observe
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    name: str
+    input: Any
+    output: Any
+
+
+@dataclass(frozen=True)
+class Placed:
+    memory_id: str
+    tokens: int
+    records: int
+
+
+@dataclass(frozen=True)
+class Turn:
+    asked: str
+    answered: str
+    tools: Sequence[ToolRun] = ()
+    primed: Sequence[Placed] | None = None
+
+
+@dataclass(frozen=True)
+class TurnAnswer:
+    turn_id: str
+    memory_id: str
+    records: list[RecordView]
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def tool_text(tool: ToolRun) -> str:
+    return f"tool {tool.name}\ninput: {_as_text(tool.input)}\noutput: {_as_text(tool.output)}"
+
+
+class TurnService:
+    def __init__(self, ports: Ports, attachments: AttachmentRepository, records: RecordService) -> None:
+        self._ports = ports
+        self._attachments = attachments
+        self._records = records
+
+    def observe_turn(self, caller: Caller, harness_id: str, turn: Turn) -> TurnAnswer:
+        harness = harness_caller(caller, harness_id)
+        if len(turn.tools) > MAX_TOOLS:
+            raise MemoryInvalid(f"a turn names at most {MAX_TOOLS} tool runs")
+        stored = self._attachments.get(caller.tenant, harness_id) or []
+        if not stored:
+            raise MemoriesNotAttached(harness_id)
+        default = next((e for e in stored if e.default), None)
+        hidden = caller.principal != harness.principal and not (
+            default is not None and self._ports.access(caller).can_see(default.memory_id)
+        )
+        if hidden:
+            default = None
+        if default is None:
+            raise MemoryInvalid(f"harness {harness_id} has no default memory: mark one attachment default")
+        turn_id = self._ports.ids.new("htrn_")
+
+        def part(name: str, index: int, content: str, **more: Any) -> RecordInput:
+            about = {"id": turn_id, "harness_id": harness_id, "part": name, "index": index, **more}
+            return RecordInput("episode", content, {"turn": about})
+
+        primed = [{"memory_id": p.memory_id, "tokens": p.tokens, "records": p.records} for p in turn.primed or ()]
+        episodes = [
+            part("asked", 0, turn.asked, **({"primed": primed} if turn.primed is not None else {})),
+            part("answered", 1, turn.answered),
+            *(part("tool", 2 + i, tool_text(t), tool=t.name) for i, t in enumerate(turn.tools)),
+        ]
+        views = self._records.observe(caller, default.memory_id, episodes)
+        return TurnAnswer(turn_id, default.memory_id, views)
