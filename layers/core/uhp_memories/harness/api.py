@@ -21,6 +21,7 @@ from urllib.parse import quote, urlsplit
 import httpx2
 from a13n_harness.http import ProviderHttpError, bounded_response_body
 from a13n_harness.providers.endpoint_policy import EndpointPolicyError
+from a13n_harness.providers.memory import MemoryStoreError
 
 # Above any answer: Lambda answers at most 6 MB; locally, a page of 100 records at the content limit is 10 MB.
 RESPONSE_BYTES = 16 * 1024 * 1024
@@ -203,12 +204,12 @@ PURGE_WAIT_SECONDS = 120.0
 PURGE_POLL_SECONDS = 0.5
 
 
-class EraseUnfinished(Exception):
-    """An erase a purge started has not completed (still running past the wait, or failed)."""
+PURGE_UNFINISHED = "The erase has not finished; purge again to complete it."
 
 
 async def settle_erase(api: MemoryApi, answer: Answer) -> None:
-    """A purge's erase, followed until it completes (it answers 202 when it outlasts its request).
+    """A purge's erase, followed until it completes (it answers 202 when it outlasts its request);
+    `write_unconfirmed` when it has not completed by the wait's end or failed.
 
     A completed erase is a completed purge. What it reports out of reach (the deployment's backups and
     streams, for their retention) is logged, as places and times, never ids or content: the harness's
@@ -219,7 +220,7 @@ async def settle_erase(api: MemoryApi, answer: Answer) -> None:
         job = answer.body.get("job") if isinstance(answer.body, Mapping) else None
         job_id = job.get("id") if isinstance(job, Mapping) else None
         if not isinstance(job_id, str):
-            raise EraseUnfinished("the erase answered 202 without a job")
+            raise MemoryStoreError("write_unconfirmed", PURGE_UNFINISHED)
         report = await _completed_job(api, job_id)
     unreachable = report.get("unreachable") if isinstance(report, Mapping) else None
     if isinstance(unreachable, list) and unreachable:
@@ -242,7 +243,7 @@ async def _completed_job(api: MemoryApi, job_id: str) -> Mapping[str, object]:
             return answer.body
         if status != "running":
             break
-    raise EraseUnfinished(job_id)
+    raise MemoryStoreError("write_unconfirmed", PURGE_UNFINISHED)
 
 
 def record_path(record_id: str, suffix: str = "") -> str:

@@ -43,7 +43,6 @@ from uhp_memories.domain.limits import CONTENT_BYTES
 from uhp_memories.harness import wire
 from uhp_memories.harness.api import (
     Answer,
-    EraseUnfinished,
     MemoryApi,
     OutcomeUnknown,
     Unavailable,
@@ -65,7 +64,6 @@ DIAGNOSIS_READS = 8
 # Named outside the store, whose `list` method would shadow the builtin in its annotations.
 type _Matches = tuple[list[GrepMatch], bool]
 
-_PURGE_UNFINISHED = "The erase has not finished; purge again to complete it."
 _UNCONFIRMED = "uhp-memories did not confirm the write; it may or may not have happened."
 
 
@@ -235,10 +233,7 @@ class UhpFileStore:
         answer = await self._write("POST", "/erase", {"under": ""})
         if not answer.ok:
             raise _refused(answer)
-        try:
-            await settle_erase(self._api, answer)
-        except EraseUnfinished:
-            raise MemoryStoreError("write_unconfirmed", _PURGE_UNFINISHED) from None
+        await settle_erase(self._api, answer)
 
     # -- the read set and refusals -------------------------------------------------------------
 

@@ -41,7 +41,6 @@ from uhp_memories.domain.limits import CONTENT_BYTES, LIST_MAX, RECALL_LIMIT_MAX
 from uhp_memories.harness import wire
 from uhp_memories.harness.api import (
     Answer,
-    EraseUnfinished,
     MemoryApi,
     OutcomeUnknown,
     Unavailable,
@@ -62,7 +61,6 @@ CHAIN_LOOKUPS = 8
 # Version id -> chain id, remembered per store: a fact that never changes, so the map is never stale.
 CHAIN_CACHE_ENTRIES = 10_000
 
-_PURGE_UNFINISHED = "The erase has not finished; purge again to complete it."
 _UNCONFIRMED = "uhp-memories did not confirm the write; it may or may not have happened."
 
 type _Operation = Literal["read", "list", "write"]
@@ -144,10 +142,7 @@ class UhpRecordStore:
         """Erase every version of every fact of the memory, and what was derived from them (needs delete)."""
         every_fact = {"field": "type", "op": "eq", "value": RECORD_TYPE}
         answer = await self._write("POST", "/erase", body={"filters": every_fact})
-        try:
-            await settle_erase(self._api, answer)
-        except EraseUnfinished:
-            raise MemoryStoreError("write_unconfirmed", _PURGE_UNFINISHED) from None
+        await settle_erase(self._api, answer)
 
     # -- the record a caller names ---------------------------------------------------------------
 

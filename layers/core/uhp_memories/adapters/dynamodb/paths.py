@@ -34,10 +34,9 @@ _ABSENT = "attribute_not_exists(PK)"
 
 @dataclass
 class FilePlan:
-    """The file operations of one record write, and what each one is (to explain a refusal)."""
+    """The file operations of one record write, and what explains a refusal of them."""
 
     operations: list[dict[str, Any]] = field(default_factory=list)
-    roles: list[str] = field(default_factory=list)  # "path" | "condition" | "journal"
     claimed: str | None = None  # a path this write takes that its record did not hold
     conditions: tuple[PathCondition, ...] = ()
 
@@ -45,9 +44,8 @@ class FilePlan:
         """Every path whose holder explains a refusal: the read set's, and the one claimed."""
         return [c.path for c in self.conditions] + ([self.claimed] if self.claimed else [])
 
-    def add(self, role: str, operation: dict[str, Any]) -> None:
+    def add(self, operation: dict[str, Any]) -> None:
         self.operations.append(operation)
-        self.roles.append(role)
 
 
 def path_item(record: RecordVersion) -> dict[str, Any]:
@@ -113,7 +111,7 @@ class DynamoPathRepository:
         changes: list[tuple[str, str | None]] = []
         if old_path is not None and old_path != new_path:
             assert before is not None
-            plan.add("path", self._table.delete_op(pk, keys.path_sk(old_path), "record_id = :held",
+            plan.add(self._table.delete_op(pk, keys.path_sk(old_path), "record_id = :held",
                                                    {":held": before.id}))
             changes.append((old_path, None))
         if new_path is not None:
@@ -124,7 +122,7 @@ class DynamoPathRepository:
             else:
                 plan.claimed = new_path
                 put = self._table.put_op(path_item(after), _ABSENT)
-            plan.add("path", put)
+            plan.add(put)
             changes.append((new_path, after.id))
         if not changes and not conditions:
             return plan
@@ -136,7 +134,7 @@ class DynamoPathRepository:
         if changes:
             self._journal(plan, record, head, changes, now_ms)
         else:  # a write that changes no file but depends on some: the head must not move either
-            plan.add("journal", self._head_check(pk, head))
+            plan.add(self._head_check(pk, head))
         return plan
 
     def _head_check(self, pk: str, head: JournalHead) -> dict[str, Any]:
@@ -152,19 +150,19 @@ class DynamoPathRepository:
         pk = keys.memory_pk(record.tenant, record.memory_id)
         seq = head.seq + len(changes)
         if head == JournalHead(FIRST_EPOCH, 0):  # the memory's first file write: no head yet
-            plan.add("journal", self._table.put_op(
+            plan.add(self._table.put_op(
                 {"PK": pk, "SK": keys.JOURNAL_HEAD_SK, "entity": "changes", "tenant": record.tenant,
                  "seq": seq, "epoch": head.epoch},
                 _ABSENT,
             ))
         else:
-            plan.add("journal", self._table.update_op(
+            plan.add(self._table.update_op(
                 pk, keys.JOURNAL_HEAD_SK, "SET seq = :seq", condition="seq = :old AND epoch = :epoch",
                 values={":seq": seq, ":old": head.seq, ":epoch": head.epoch},
             ))
         expires = now_ms // 1000 + JOURNAL_RETENTION_SECONDS
         for offset, (path, record_id) in enumerate(changes, start=1):
-            plan.add("journal", self._table.put_op({
+            plan.add(self._table.put_op({
                 "PK": pk, "SK": keys.journal_sk(head.seq + offset), "entity": "change", "tenant": record.tenant,
                 "seq": head.seq + offset, "path": path, "record_id": record_id, "at": now_ms,
                 "expires_at": expires,
