@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from uhp_memories.domain.limits import DESCRIPTION_CHARS, NAME_CHARS
+from uhp_memories.domain.paths import CONDITIONS_MAX, ORIGIN_CHARS
 
 
 class Strict(BaseModel):
@@ -136,13 +137,13 @@ class PathConditionIn(Strict):
 class OriginIn(Strict):
     """Who a change is attributed to beyond the API key: the run, the principal and the tool call."""
 
-    run_id: str | None = Field(default=None, min_length=1, max_length=256)
-    principal_id: str | None = Field(default=None, min_length=1, max_length=256)
-    tool_call_id: str | None = Field(default=None, min_length=1, max_length=256)
+    run_id: str | None = Field(default=None, min_length=1, max_length=ORIGIN_CHARS)
+    principal_id: str | None = Field(default=None, min_length=1, max_length=ORIGIN_CHARS)
+    tool_call_id: str | None = Field(default=None, min_length=1, max_length=ORIGIN_CHARS)
 
 
 class WriteTermsIn(Strict):
-    conditions: list[PathConditionIn] | None = Field(default=None, max_length=4096)
+    conditions: list[PathConditionIn] | None = Field(default=None, max_length=CONDITIONS_MAX)
     origin: OriginIn | None = None
 
 
