@@ -11,7 +11,7 @@ from uhp_memories import bootstrap
 from uhp_memories.api import presenters, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
 from uhp_memories.domain.harnesses import Attachment, Notice
-from uhp_memories.domain.turns import Placed, ToolRun, Turn
+from uhp_memories.domain.turns import ToolRun, Turn
 from uhp_memories.tokens.wordpiece import TOKENIZER_NAME
 
 app = make_resolver()
@@ -70,7 +70,7 @@ def handle_turn(harness_id: str, body: schemas.TurnIn) -> Response[schemas.TurnO
         asked=body.asked,
         answered=body.answered,
         tools=[ToolRun(t.name, t.input, t.output) for t in body.tools],
-        primed=None if body.primed is None else [Placed(p.memory_id, p.tokens, p.records) for p in body.primed],
+        prime_id=body.prime_id,
     )
     answer = bootstrap.container().turns.observe_turn(caller_of(app), harness_id, turn)
     return respond(presenters.turn(answer, harness_id), 201)

@@ -22,6 +22,7 @@ from tests.fakes import (
     InMemoryObjectStore,
     InMemoryPathRepository,
     InMemoryPinRepository,
+    InMemoryPlacementRepository,
     InMemoryQueryRepository,
     InMemoryRecordRepository,
     InMemoryRunRepository,
@@ -30,7 +31,7 @@ from uhp_memories.domain.consolidation import RunRepository
 from uhp_memories.domain.files import FileRepository, ObjectStore
 from uhp_memories.domain.harnesses import AttachmentRepository
 from uhp_memories.domain.jobs import JobRepository
-from uhp_memories.domain.prime import PinRepository
+from uhp_memories.domain.prime import PinRepository, PlacementRepository
 from uhp_memories.domain.queries import QueryRepository
 from uhp_memories.domain.removal import CachedResponses
 from uhp_memories.domain.tree import PathRepository
@@ -67,6 +68,7 @@ class Repositories:
     runs: RunRepository
     paths: PathStore  # reads what `records` writes of a memory's files
     pins: PinRepository
+    placements: PlacementRepository
 
 
 @contextmanager
@@ -106,6 +108,7 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
             InMemoryRunRepository(memories),
             InMemoryPathRepository(memories),
             InMemoryPinRepository(memories),
+            InMemoryPlacementRepository(),
         )
         return
 
@@ -118,7 +121,7 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
         from uhp_memories.adapters.dynamodb.jobs import DynamoJobRepository
         from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
         from uhp_memories.adapters.dynamodb.paths import DynamoPathRepository
-        from uhp_memories.adapters.dynamodb.prime import DynamoPinRepository
+        from uhp_memories.adapters.dynamodb.prime import DynamoPinRepository, DynamoPlacementRepository
         from uhp_memories.adapters.dynamodb.queries import DynamoQueryRepository
         from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
         from uhp_memories.adapters.dynamodb.runs import DynamoRunRepository
@@ -142,6 +145,7 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
             DynamoRunRepository(table),
             DynamoPathRepository(table),
             DynamoPinRepository(table),
+            DynamoPlacementRepository(table),
         )
 
 

@@ -8,7 +8,7 @@ import pytest
 from tests.contract.builders import ACME, GLOBEX, add, mid, rid
 from tests.contract.conftest import Repositories
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.prime import Pin
+from uhp_memories.domain.prime import Pin, PlacedMemory, Placement
 
 
 def pin(n: int) -> Pin:
@@ -58,3 +58,30 @@ def test_tenants_are_isolated(repos: Repositories) -> None:
     add(repos, 1, tenant=GLOBEX)
     repos.pins.replace(ACME, m.id, [pin(1)])
     assert repos.pins.get(GLOBEX, m.id) == []
+
+
+# -- placements: what each prime placed, under the harness ---------------------------------------------
+
+
+def placement(n: int, harness: str = "h1", by: str = "harness:h1") -> Placement:
+    return Placement(
+        prime_id=f"hprm_{n:032x}",
+        harness_id=harness,
+        primed_by=by,
+        primed_at=1_790_000_000_000 + n,
+        budget=2_000,
+        tokens=120 + n,
+        expires_at=1_790_604_800 + n,
+        memories=(PlacedMemory(mid(1), 100, (rid(1), rid(2))), PlacedMemory(mid(2), 20 + n, ())),
+    )
+
+
+def test_a_placement_reads_back_whole_under_its_tenant_and_harness_only(repos: Repositories) -> None:
+    first, second = placement(1), placement(2)
+    repos.placements.record(ACME, first)
+    repos.placements.record(ACME, second)
+    assert repos.placements.get(ACME, "h1", first.prime_id) == first
+    assert repos.placements.get(ACME, "h1", second.prime_id) == second
+    assert repos.placements.get(GLOBEX, "h1", first.prime_id) is None
+    assert repos.placements.get(ACME, "h2", first.prime_id) is None
+    assert repos.placements.get(ACME, "h1", placement(3).prime_id) is None

@@ -11,7 +11,7 @@ from tests.fakes.harnesses import InMemoryAttachmentRepository
 from tests.fakes.jobs import ExecutionAlreadyExists, InMemoryJobRepository, InMemoryWorkflowRunner
 from tests.fakes.keys import InMemoryKeyRepository
 from tests.fakes.paths import InMemoryPathRepository
-from tests.fakes.prime import InMemoryPinRepository
+from tests.fakes.prime import InMemoryPinRepository, InMemoryPlacementRepository
 from tests.fakes.queries import InMemoryFreeQueryIndex, InMemoryQueryRepository
 from tests.fakes.removal import InMemoryCachedResponses
 from tests.fakes.tree import InMemoryMemoryRepository, InMemoryRecordRepository
@@ -28,6 +28,7 @@ __all__ = [
     "InMemoryObjectStore",
     "InMemoryPathRepository",
     "InMemoryPinRepository",
+    "InMemoryPlacementRepository",
     "InMemoryQueryRepository",
     "InMemoryRecordRepository",
     "InMemoryRunRepository",

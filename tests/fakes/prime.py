@@ -1,4 +1,4 @@
-"""In-memory fake of a memory's pins for prime: the contract of DynamoPinRepository."""
+"""In-memory fakes for prime: the contracts of DynamoPinRepository and DynamoPlacementRepository."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from tests.fakes.tree import InMemoryMemoryRepository
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.prime import Pin
+from uhp_memories.domain.prime import Pin, Placement
 
 PRIME = "prime"
 
@@ -25,3 +25,17 @@ class InMemoryPinRepository:
             if not self.memories.live(tenant, memory_id):
                 raise TreeChanged(memory_id)
             self.memories.keep(tenant, memory_id, PRIME, "pins", tuple(pins))
+
+
+class InMemoryPlacementRepository:
+    """What each prime placed, by tenant, harness and prime id (DynamoDB's TTL removal is not modelled:
+    an expired placement stays, as it may for days in DynamoDB)."""
+
+    def __init__(self) -> None:
+        self.placements: dict[tuple[str, str, str], Placement] = {}
+
+    def record(self, tenant: str, placement: Placement) -> None:
+        self.placements[(tenant, placement.harness_id, placement.prime_id)] = placement
+
+    def get(self, tenant: str, harness_id: str, prime_id: str) -> Placement | None:
+        return self.placements.get((tenant, harness_id, prime_id))

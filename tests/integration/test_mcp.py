@@ -15,6 +15,8 @@ import httpx2
 import requests
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from tests.integration.conftest import Client, ClientFactory
 from uhp_memories.domain.fence import unwrap
@@ -256,3 +258,70 @@ def test_the_capability_document_says_where_the_mcp_endpoint_is(alice: Client) -
                 return await work(client)
 
     assert "memory_recall" in asyncio.run(main())
+
+
+def test_prime_is_a_prompt_and_a_resource_for_a_harness_recorded_like_the_rest_call(
+    alice: Client, make_client: ClientFactory
+) -> None:
+    team = alice.create_memory("Team", description="how the team works")
+    rule = alice.remember(team["id"], "Deploys happen on Tuesdays.")
+    pinned = alice.put(f"/v1/memories/{team['id']}/prime", {"record_ids": [rule["id"]]})
+    assert pinned.status_code == 200, pinned.text
+    attach(alice, "mcp_prime", {"memory_id": team["id"], "access": "write", "default": True})
+    harness = make_client("harness:mcp_prime")
+
+    async def work(mcp: McpClient) -> tuple[Any, ...]:
+        prompts = (await mcp.list_prompts()).prompts
+        resources = (await mcp.list_resources()).resources
+        prompt = await mcp.get_prompt("memory_prime", {"budget": "300"})
+        resource = await mcp.read_resource(resources[0].uri)
+        return prompts, resources, prompt, resource
+
+    prompts, resources, prompt, resource = with_mcp(harness, work)
+    assert [p.name for p in prompts] == ["memory_prime"]
+    assert [str(r.uri) for r in resources] == ["uhp-memories://harnesses/mcp_prime/prime"]
+    primed = json.loads(prompt.messages[0].content.text)
+    assert primed["budget"] == 300
+    assert primed["tokens"] <= 300
+    [memory] = primed["memories"]
+    assert memory["name"] == "Team"
+    assert [content(r, primed["fence"]) for r in memory["records"]] == ["Deploys happen on Tuesdays."]
+    read = json.loads(resource.contents[0].text)
+    assert read["budget"] == 2000
+    assert read["prime_id"] != primed["prime_id"]  # each read places anew, and is recorded
+    # The prompt's placement is the server's own record: a turn naming it keeps what was placed.
+    turn = harness.post(
+        "/v1/harnesses/mcp_prime/turns", {"asked": "when?", "answered": "Tuesdays", "prime_id": primed["prime_id"]}
+    )
+    assert turn.status_code == 201, turn.text
+    kept = turn.json()["records"][0]["attributes"]["turn"]["primed"]
+    assert kept["memories"] == [{"memory_id": team["id"], "tokens": memory["tokens"], "record_ids": [rule["id"]]}]
+
+
+def test_prime_over_mcp_is_a_harness_s_and_refuses_a_bad_budget(alice: Client, make_client: ClientFactory) -> None:
+    async def listed(mcp: McpClient) -> tuple[list[Any], list[Any]]:
+        return (await mcp.list_prompts()).prompts, (await mcp.list_resources()).resources
+
+    assert with_mcp(alice, listed) == ([], [])  # a key that is no harness has no prime to ask for
+    team = alice.create_memory("Team")
+    attach(alice, "mcp_prime_2", {"memory_id": team["id"], "access": "read"})
+    harness = make_client("harness:mcp_prime_2")
+
+    async def refused(mcp: McpClient) -> list[Any]:
+        errors = []
+        for ask in (
+            lambda: mcp.get_prompt("memory_prime", {"budget": "lots"}),
+            lambda: mcp.get_prompt("memory_prime", {"budget": "0"}),
+            lambda: mcp.read_resource("uhp-memories://harnesses/someone_else/prime"),
+        ):
+            try:
+                await ask()
+            except MCPError as error:
+                errors.append((error.code, (error.data or {}).get("code")))
+        return errors
+
+    assert with_mcp(harness, refused) == [
+        (INVALID_PARAMS, "memory_invalid"),
+        (INVALID_PARAMS, "memory_invalid"),
+        (INVALID_PARAMS, "memory_not_found"),
+    ]

@@ -107,11 +107,14 @@ def test_a_turn_becomes_episodes_in_the_default_memory_once_per_idempotency_key(
     inbox = alice.create_memory("Sessions")
     _attach(alice, "turns_1", {"memory_id": inbox["id"], "access": "write", "default": True})
     harness = make_client("harness:turns_1")
+    note = alice.post(f"/v1/memories/{inbox['id']}/records", {"type": "fact", "content": "Deploys: Tuesdays."}).json()
+    assert _pin(alice, inbox["id"], note["id"]).status_code == 200
+    prime = harness.get("/v1/harnesses/turns_1/prime?budget=500").json()
     turn = {
         "asked": "When do we deploy?",
         "answered": "On Tuesdays.",
         "tools": [{"name": "memory_recall", "input": {"query": "deploy"}, "output": {"records": 1}}],
-        "primed": [{"memory_id": inbox["id"], "tokens": 42, "records": 1}],
+        "prime_id": prime["prime_id"],
     }
     key = {"Idempotency-Key": "turn-0001"}
     first = harness.post("/v1/harnesses/turns_1/turns", turn, headers=key)
@@ -124,10 +127,20 @@ def test_a_turn_becomes_episodes_in_the_default_memory_once_per_idempotency_key(
     assert parts[:2] == [("episode", "asked", "When do we deploy?"), ("episode", "answered", "On Tuesdays.")]
     assert parts[2][1] == "tool"
     assert parts[2][2].startswith("tool memory_recall\n")
-    assert body["records"][0]["attributes"]["turn"]["primed"] == turn["primed"]
+    # The asked episode keeps what the server recorded it placed, not the client's account of it.
+    assert body["records"][0]["attributes"]["turn"]["primed"] == {
+        "prime_id": prime["prime_id"],
+        "budget": 500,
+        "tokens": prime["tokens"],
+        "memories": [{"memory_id": inbox["id"], "tokens": prime["memories"][0]["tokens"], "record_ids": [note["id"]]}],
+    }
     assert {r["written_by"]["id"] for r in body["records"]} == {"turns_1"}
     listed = alice.get(f"/v1/memories/{inbox['id']}/records").json()["data"]
-    assert len(listed) == 3  # the repeated request wrote nothing more
+    assert len(listed) == 4  # the note and the turn's 3 episodes: the repeated request wrote nothing more
+    foreign = alice.post("/v1/harnesses/turns_1/turns", {**turn, "prime_id": prime["prime_id"]})
+    assert foreign.status_code == 422  # Alice did not prime: she may not name the harness's placement
+    assert error_code(foreign) == "memory_invalid"
+    assert "prime_id" in foreign.json()["error"]["message"]
 
 
 def test_a_turn_without_a_default_memory_is_refused(alice: Client, make_client: ClientFactory) -> None:

@@ -7,14 +7,19 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.fakes import InMemoryAttachmentRepository, InMemoryMemoryRepository, InMemoryPinRepository
+from tests.fakes import (
+    InMemoryAttachmentRepository,
+    InMemoryMemoryRepository,
+    InMemoryPinRepository,
+    InMemoryPlacementRepository,
+)
 from tests.unit.conftest import World, caller
 from uhp_memories.domain.errors import MemoryConflict, MemoryForbidden, MemoryInvalid, RecordNotFound
 from uhp_memories.domain.fence import unwrap
 from uhp_memories.domain.harnesses import OUTSIDE_PROVIDER, Attachment, HarnessService, MemoriesNotAttached
-from uhp_memories.domain.prime import MAX_PINS, PrimeService
+from uhp_memories.domain.prime import MAX_PINS, PLACEMENT_DAYS, PlacedMemory, PrimeService
 from uhp_memories.domain.records import RecordInput
-from uhp_memories.domain.turns import Placed, ToolRun, Turn, TurnService
+from uhp_memories.domain.turns import ToolRun, Turn, TurnService
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")
@@ -54,8 +59,9 @@ def setup(world: World) -> Setup:
     assert isinstance(memories, InMemoryMemoryRepository)
     attachments = InMemoryAttachmentRepository(memories)
     harnesses = HarnessService(world.ports, attachments)
-    prime = PrimeService(world.ports, world.memories, harnesses, InMemoryPinRepository(memories), words)
-    return Setup(world, harnesses, prime, TurnService(world.ports, attachments, world.records))
+    pins, placements = InMemoryPinRepository(memories), InMemoryPlacementRepository()
+    prime = PrimeService(world.ports, world.memories, harnesses, pins, placements, words)
+    return Setup(world, harnesses, prime, TurnService(world.ports, attachments, world.records, prime))
 
 
 # -- pins ---------------------------------------------------------------------------------------------
@@ -105,6 +111,12 @@ def test_prime_places_headers_first_then_whole_records_within_the_budget(setup: 
     assert setup.contents(answer) == ["one two", "three"]  # the 50-word record does not fit whole
     assert (first.omitted, answer.omitted_records, answer.omitted_memories) == (1, 1, 0)
     assert answer.tokens == first.tokens + second.tokens
+    recorded = setup.prime.placement(HARNESS, "h1", answer.prime_id)  # what the server placed, in tokens
+    assert (recorded.budget, recorded.tokens) == (30, answer.tokens)
+    assert recorded.memories == (
+        PlacedMemory(a, first.tokens, (small,)),
+        PlacedMemory(b, second.tokens, (in_b,)),
+    )
     tiny = setup.prime.prime(HARNESS, "h1", budget=1)  # only B's one-word header fits
     assert [m.memory.id for m in tiny.memories] == [b]
     assert (tiny.tokens, tiny.omitted_memories, tiny.omitted_records) == (1, 1, 3)
@@ -151,7 +163,10 @@ def test_prime_reads_only_what_the_caller_may_read_and_checks_the_budget(setup: 
 def test_a_turn_is_one_episode_per_part_in_the_default_memory(setup: Setup) -> None:
     inbox = setup.memory("Inbox")
     setup.harnesses.attach(ALICE, "h1", [Attachment(inbox, "write", default=True)])
-    turn = Turn("asked?", "answered.", [ToolRun("memory_recall", {"query": "q"}, "found")], [Placed(inbox, 7, 1)])
+    rule = setup.remember(inbox, "be brief")
+    setup.prime.pin(ALICE, inbox, [rule])
+    primed = setup.prime.prime(HARNESS, "h1")
+    turn = Turn("asked?", "answered.", [ToolRun("memory_recall", {"query": "q"}, "found")], primed.prime_id)
     answer = setup.turns.observe_turn(HARNESS, "h1", turn)
     assert answer.memory_id == inbox
     parts = [(v.record.type, v.record.attributes["turn"]["part"], v.record.content) for v in answer.records]
@@ -160,7 +175,14 @@ def test_a_turn_is_one_episode_per_part_in_the_default_memory(setup: Setup) -> N
         ("episode", "answered", "answered."),
         ("episode", "tool", 'tool memory_recall\ninput: {"query": "q"}\noutput: found'),
     ]
-    assert answer.records[0].record.attributes["turn"]["primed"] == [{"memory_id": inbox, "tokens": 7, "records": 1}]
+    [placed] = primed.memories
+    assert answer.records[0].record.attributes["turn"]["primed"] == {
+        "prime_id": primed.prime_id,
+        "budget": primed.budget,
+        "tokens": primed.tokens,
+        "memories": [{"memory_id": inbox, "tokens": placed.tokens, "record_ids": [rule]}],
+    }
+    assert "primed" not in answer.records[1].record.attributes["turn"]
     assert {v.record.attributes["turn"]["id"] for v in answer.records} == {answer.turn_id}
     assert {v.record.written_by["id"] for v in answer.records} == {"h1"}
 
@@ -180,6 +202,21 @@ def test_a_turn_needs_a_default_the_caller_may_see(setup: Setup) -> None:
         setup.turns.observe_turn(BOB, "h1", Turn("a", "b"))  # observe checks write
     setup.world.grants.create(ALICE, inbox, "user:bob", ["read", "write"])
     assert setup.turns.observe_turn(BOB, "h1", Turn("a", "b")).memory_id == inbox
+
+
+def test_a_turn_names_only_a_placement_its_own_caller_primed_within_the_days_kept(setup: Setup) -> None:
+    inbox = setup.memory("Inbox")
+    setup.harnesses.attach(ALICE, "h1", [Attachment(inbox, "write", default=True)])
+    by_alice = setup.prime.prime(ALICE, "h1").prime_id
+    for named in (by_alice, "hprm_" + "0" * 32, "not an id"):
+        with pytest.raises(MemoryInvalid, match="prime_id"):
+            setup.turns.observe_turn(HARNESS, "h1", Turn("a", "b", prime_id=named))
+    own = setup.prime.prime(HARNESS, "h1").prime_id
+    assert setup.turns.observe_turn(HARNESS, "h1", Turn("a", "b", prime_id=own)).records
+    setup.world.clock.now += PLACEMENT_DAYS * 86_400_000
+    with pytest.raises(MemoryInvalid, match="prime_id"):
+        setup.turns.observe_turn(HARNESS, "h1", Turn("a", "b", prime_id=own))
+    assert len(setup.world.records.list(ALICE, inbox).items) == 2  # the refused turns wrote nothing
 
 
 # -- outside providers (§9.1 last rule) ---------------------------------------------------------------

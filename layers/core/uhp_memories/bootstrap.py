@@ -19,7 +19,7 @@ from uhp_memories.adapters.dynamodb.idempotency import DynamoCachedResponses
 from uhp_memories.adapters.dynamodb.jobs import DynamoJobRepository
 from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
 from uhp_memories.adapters.dynamodb.paths import DynamoPathRepository
-from uhp_memories.adapters.dynamodb.prime import DynamoPinRepository
+from uhp_memories.adapters.dynamodb.prime import DynamoPinRepository, DynamoPlacementRepository
 from uhp_memories.adapters.dynamodb.queries import DynamoQueryRepository
 from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
 from uhp_memories.adapters.dynamodb.runs import DynamoRunRepository
@@ -220,6 +220,9 @@ def build(
     )
     attachments = DynamoAttachmentRepository(table)
     harnesses = HarnessService(ports, attachments)
+    prime = PrimeService(
+        ports, memories, harnesses, DynamoPinRepository(table), DynamoPlacementRepository(table), count_tokens
+    )
     return Container(
         settings=settings,
         dynamodb=dynamodb_client,
@@ -246,8 +249,8 @@ def build(
         files=files,
         tree=TreeService(ports, paths),
         keys=DynamoKeyRepository(dynamodb_client, settings.keys_table_name),
-        prime=PrimeService(ports, memories, harnesses, DynamoPinRepository(table), count_tokens),
-        turns=TurnService(ports, attachments, records),
+        prime=prime,
+        turns=TurnService(ports, attachments, records, prime),
     )
 
 

@@ -214,6 +214,7 @@ def prime(answer: PrimeAnswer, tokenizer: str) -> schemas.PrimeOut:
         for m in answer.memories
     ]
     return schemas.PrimeOut(
+        prime_id=answer.prime_id,
         harness_id=answer.harness_id,
         budget=answer.budget,
         tokens=answer.tokens,

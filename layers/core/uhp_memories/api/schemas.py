@@ -565,6 +565,7 @@ class PlacedOut(BaseModel):
 
 class PrimeOut(BaseModel):
     object: Literal["harness.prime"] = "harness.prime"
+    prime_id: str = Field(description="the server's record of what this prime placed; a turn names it")
     harness_id: str
     budget: int
     tokens: int
@@ -582,20 +583,15 @@ class ToolRunIn(Strict):
     output: Any = None
 
 
-class PlacedIn(Strict):
-    memory_id: str = Field(min_length=1, max_length=64)
-    tokens: int = Field(ge=0)
-    records: int = Field(ge=0)
-
-
 class TurnIn(Strict):
-    """One turn of a session: what was asked, what was answered, the tools that ran, and (optionally)
-    what prime placed for the session, per memory, in tokens (the `placed` of GET .../prime)."""
+    """One turn of a session: what was asked, what was answered, the tools that ran, and (optionally) the
+    prime the session began with (`prime_id` of GET .../prime): its `asked` episode then keeps what the
+    server recorded that prime placed, per memory, in tokens."""
 
     asked: str = Field(min_length=1)
     answered: str = Field(min_length=1)
     tools: list[ToolRunIn] = Field(default_factory=list, max_length=48)
-    primed: list[PlacedIn] | None = Field(default=None, max_length=50)
+    prime_id: str | None = Field(default=None, max_length=64)
 
 
 class TurnOut(BaseModel):

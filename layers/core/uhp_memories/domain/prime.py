@@ -15,6 +15,12 @@ is placed before any record, in the list's order; then records, memory by memory
 does not fit whole is left out and counted (`omitted`), never cut. Tokens are counted with the
 injected counter (uhp_memories.tokens: the MiniLM tokenizer) over the placed text: a header's name,
 description and children's names and descriptions; a record's type, writer and fenced content.
+
+The server records what it placed (a `Placement`: per memory, the tokens and the record versions), under
+the harness, for `PLACEMENT_DAYS`, and answers its id (`prime_id`). A turn names it
+(`POST .../turns {"prime_id"}`) and its `asked` episode then keeps the server's own record of what the
+session was primed with, never the client's account of it. Only the principal that primed may name a
+placement: another caller's turn must not copy the memory ids a harness was shown into a memory.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ BUDGET_DEFAULT = 2_000
 BUDGET_MAX = 20_000
 PIN_PRIVILEGE = "delete"
 AGENT_KIND = "harness"  # written_by.kind of an agent's write (principal harness:<id>)
+PLACEMENT_DAYS = 7  # how long a placement can be named by a turn: a session, with days to spare
+PRIME_ID_PREFIX = "hprm_"
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,37 @@ class PinRepository(Protocol):
 
     def replace(self, tenant: str, memory_id: str, pins: Sequence[Pin]) -> None:
         """Replace the list; TreeChanged when the memory is missing or being deleted (nothing written)."""
+        ...
+
+
+@dataclass(frozen=True)
+class PlacedMemory:
+    memory_id: str
+    tokens: int  # the header's and the placed records' together
+    record_ids: tuple[str, ...]  # the versions placed, in order
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What one prime placed, as the server recorded it."""
+
+    prime_id: str
+    harness_id: str
+    primed_by: str  # the principal that asked for prime
+    primed_at: int  # ms
+    budget: int
+    tokens: int
+    expires_at: int  # epoch seconds: the TTL that removes it
+    memories: tuple[PlacedMemory, ...]
+
+
+class PlacementRepository(Protocol):
+    def record(self, tenant: str, placement: Placement) -> None:
+        """Keep the placement until its `expires_at` (a TTL: removed some time after, not at it)."""
+        ...
+
+    def get(self, tenant: str, harness_id: str, prime_id: str) -> Placement | None:
+        """The placement, None when unknown (an expired one not yet removed is answered)."""
         ...
 
 
@@ -83,6 +122,7 @@ class PrimedMemory:
 
 @dataclass(frozen=True)
 class PrimeAnswer:
+    prime_id: str  # the server's record of this placement (Placement)
     harness_id: str
     budget: int
     tokens: int
@@ -123,12 +163,14 @@ class PrimeService:
         memories: MemoryService,
         harnesses: HarnessService,
         pins: PinRepository,
+        placements: PlacementRepository,
         count_tokens: Callable[[str], int],
     ) -> None:
         self._ports = ports
         self._memories = memories
         self._harnesses = harnesses
         self._pins = pins
+        self._placements = placements
         self._count = count_tokens
 
     # -- pins -------------------------------------------------------------------------------------
@@ -176,6 +218,20 @@ class PrimeService:
 
     # -- prime ------------------------------------------------------------------------------------
 
+    def placement(self, caller: Caller, harness_id: str, prime_id: str) -> Placement:
+        """The placement the caller's own prime recorded; memory_invalid when unknown, expired or another's."""
+        found = (
+            self._placements.get(caller.tenant, harness_id, prime_id)
+            if prime_id.startswith(PRIME_ID_PREFIX) and ID_PATTERN.match(prime_id)
+            else None
+        )
+        expired = found is not None and found.expires_at * 1000 <= self._ports.clock.now_ms()
+        if found is None or expired or found.primed_by != caller.principal:
+            raise MemoryInvalid(
+                f"prime_id names no placement of this harness's prime by this caller in the last {PLACEMENT_DAYS} days"
+            )
+        return found
+
     def prime(self, caller: Caller, harness_id: str, budget: int | None = None) -> PrimeAnswer:
         budget = BUDGET_DEFAULT if budget is None else budget
         if not 1 <= budget <= BUDGET_MAX:
@@ -215,7 +271,20 @@ class PrimeService:
                 memory_part.tokens += tokens
                 left -= tokens
         placed = [m for m, _ in primed if m.placed]
+        now = self._ports.clock.now_ms()
+        placement = Placement(
+            prime_id=self._ports.ids.new(PRIME_ID_PREFIX),
+            harness_id=harness_id,
+            primed_by=caller.principal,
+            primed_at=now,
+            budget=budget,
+            tokens=budget - left,
+            expires_at=now // 1000 + PLACEMENT_DAYS * 86_400,
+            memories=tuple(PlacedMemory(m.memory.id, m.tokens, tuple(r.record.id for r in m.records)) for m in placed),
+        )
+        self._placements.record(caller.tenant, placement)
         return PrimeAnswer(
+            prime_id=placement.prime_id,
             harness_id=harness_id,
             budget=budget,
             tokens=budget - left,

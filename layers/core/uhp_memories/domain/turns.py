@@ -3,9 +3,10 @@
 One episode per part, in one observe (one transaction: all or none): what was asked, what was
 answered, then each tool that ran, in order. Every episode carries `attributes.turn`: the turn's id
 (drawn by the server), the harness, the part (`asked`, `answered`, `tool`) and its index; a tool's
-episode names the tool; the `asked` episode also keeps `primed`, what prime placed per memory in
-tokens, as the client reports it for this session. No model runs: the native provider keeps the
-episodes as they are.
+episode names the tool. A turn may name the prime its session began with (`prime_id`, from GET
+.../prime): the `asked` episode then keeps `primed`, the server's own record of what that prime placed,
+per memory, in tokens and record versions (domain/prime.py, `Placement`). No model runs: the native
+provider keeps the episodes as they are.
 
 Who may post: anyone whose write observe accepts on the default memory, the harness itself first.
 The default is read from the harness's stored list; a caller other than the harness that cannot see
@@ -23,6 +24,7 @@ from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import MemoryInvalid
 from uhp_memories.domain.harnesses import AttachmentRepository, MemoriesNotAttached, harness_caller
 from uhp_memories.domain.models import Caller
+from uhp_memories.domain.prime import Placement, PrimeService
 from uhp_memories.domain.records import OBSERVE_MAX, RecordInput, RecordService, RecordView
 
 MAX_TOOLS = OBSERVE_MAX - 2  # with what was asked and what was answered: one observe
@@ -36,18 +38,11 @@ class ToolRun:
 
 
 @dataclass(frozen=True)
-class Placed:
-    memory_id: str
-    tokens: int
-    records: int
-
-
-@dataclass(frozen=True)
 class Turn:
     asked: str
     answered: str
     tools: Sequence[ToolRun] = ()
-    primed: Sequence[Placed] | None = None
+    prime_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,15 +56,30 @@ def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
+def primed(placement: Placement) -> dict[str, Any]:
+    """What the `asked` episode keeps of the session's prime."""
+    return {
+        "prime_id": placement.prime_id,
+        "budget": placement.budget,
+        "tokens": placement.tokens,
+        "memories": [
+            {"memory_id": m.memory_id, "tokens": m.tokens, "record_ids": list(m.record_ids)} for m in placement.memories
+        ],
+    }
+
+
 def tool_text(tool: ToolRun) -> str:
     return f"tool {tool.name}\ninput: {_as_text(tool.input)}\noutput: {_as_text(tool.output)}"
 
 
 class TurnService:
-    def __init__(self, ports: Ports, attachments: AttachmentRepository, records: RecordService) -> None:
+    def __init__(
+        self, ports: Ports, attachments: AttachmentRepository, records: RecordService, prime: PrimeService
+    ) -> None:
         self._ports = ports
         self._attachments = attachments
         self._records = records
+        self._prime = prime
 
     def observe_turn(self, caller: Caller, harness_id: str, turn: Turn) -> TurnAnswer:
         harness = harness_caller(caller, harness_id)
@@ -86,15 +96,15 @@ class TurnService:
             default = None
         if default is None:
             raise MemoryInvalid(f"harness {harness_id} has no default memory: mark one attachment default")
+        placement = None if turn.prime_id is None else self._prime.placement(caller, harness_id, turn.prime_id)
         turn_id = self._ports.ids.new("htrn_")
 
         def part(name: str, index: int, content: str, **more: Any) -> RecordInput:
             about = {"id": turn_id, "harness_id": harness_id, "part": name, "index": index, **more}
             return RecordInput("episode", content, {"turn": about})
 
-        primed = [{"memory_id": p.memory_id, "tokens": p.tokens, "records": p.records} for p in turn.primed or ()]
         episodes = [
-            part("asked", 0, turn.asked, **({"primed": primed} if turn.primed is not None else {})),
+            part("asked", 0, turn.asked, **({"primed": primed(placement)} if placement is not None else {})),
             part("answered", 1, turn.answered),
             *(part("tool", 2 + i, tool_text(t), tool=t.name) for i, t in enumerate(turn.tools)),
         ]

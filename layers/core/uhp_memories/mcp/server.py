@@ -1,12 +1,13 @@
 """The MCP server (§9.1 tools) on the official `mcp` SDK: streamable HTTP, stateless, JSON responses.
 
 The SDK does all of MCP: JSON-RPC, protocol version negotiation (the handshake era and the
-2026-07-28 single-exchange era alike), tool listing and calling. This module adds only what is ours:
-the tools (mcp/tools.py), the caller the authorizer resolved from the x-api-key (never anything the
-client sends), the session's memory a request may name (`x-uhp-memory`, checked before the SDK runs),
-and `handle`, which runs one HTTP request through the SDK's own ASGI entry
-(`StreamableHTTPSessionManager`, stateless) and hands back status, headers and body, so a Lambda
-answers API Gateway's proxy event with it (functions/mcp/handler.py).
+2026-07-28 single-exchange era alike), tool, prompt and resource listing and calling. This module adds
+only what is ours: the tools (mcp/tools.py), prime as a prompt and a resource (mcp/prime.py), the
+caller the authorizer resolved from the x-api-key (never anything the client sends), the session's
+memory a request may name (`x-uhp-memory`, checked before the SDK runs), and `handle`, which runs one
+HTTP request through the SDK's own ASGI entry (`StreamableHTTPSessionManager`, stateless) and hands
+back status, headers and body, so a Lambda answers API Gateway's proxy event with it
+(functions/mcp/handler.py).
 
 The SDK's `Server` is built once per process (`server()`); each request gets a fresh stateless session
 manager and its own event loop (the local gateway runs requests on threads at once; Lambda one at a
@@ -26,6 +27,7 @@ import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
 
 from uhp_memories import __version__, bootstrap
 from uhp_memories.api.errors import status_of
@@ -33,7 +35,7 @@ from uhp_memories.domain.errors import DomainError
 from uhp_memories.domain.fence import INSTRUCTIONS
 from uhp_memories.domain.harnesses import Attachment
 from uhp_memories.domain.models import Caller
-from uhp_memories.mcp import tools
+from uhp_memories.mcp import prime, tools
 
 CALLER_SCOPE_KEY = "uhp_memories.caller"  # where `handle` puts the caller in the ASGI scope
 SESSION_MEMORY_SCOPE_KEY = "uhp_memories.session_memory"  # and beside it the session's memory, checked
@@ -80,6 +82,66 @@ async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallTool
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
 
+def _refused(error: prime.PrimeRefused) -> MCPError:
+    return MCPError(types.INVALID_PARAMS, error.message, {"code": error.code})
+
+
+async def _list_prompts(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListPromptsResult:
+    offered = [] if prime.offered(_caller(ctx)) is None else [
+        types.Prompt(
+            name=prime.PROMPT_NAME,
+            description=prime.PROMPT_DESCRIPTION,
+            arguments=[
+                types.PromptArgument(name=prime.BUDGET_ARGUMENT, description="tokens, 1 to 20000", required=False)
+            ],
+        )
+    ]
+    return types.ListPromptsResult(prompts=offered, cache_scope="private", ttl_ms=0)
+
+
+async def _get_prompt(
+    ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+) -> types.GetPromptResult:
+    if params.name != prime.PROMPT_NAME:
+        raise MCPError(types.INVALID_PARAMS, f"no prompt named {params.name}")
+    try:
+        budget = prime.budget_of((params.arguments or {}).get(prime.BUDGET_ARGUMENT))
+        primed = prime.prime_text(bootstrap.container(), _caller(ctx), budget)
+    except prime.PrimeRefused as error:
+        raise _refused(error) from None
+    message = types.PromptMessage(role="user", content=types.TextContent(type="text", text=primed.text))
+    return types.GetPromptResult(description=prime.PROMPT_DESCRIPTION, messages=[message])
+
+
+async def _list_resources(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListResourcesResult:
+    harness = prime.offered(_caller(ctx))
+    offered = [] if harness is None else [
+        types.Resource(
+            name=prime.PROMPT_NAME,
+            uri=prime.resource_uri(harness),
+            description=prime.PROMPT_DESCRIPTION,
+            mime_type="application/json",
+        )
+    ]
+    return types.ListResourcesResult(resources=offered, cache_scope="private", ttl_ms=0)
+
+
+async def _read_resource(
+    ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+) -> types.ReadResourceResult:
+    try:
+        primed = prime.read_uri(bootstrap.container(), _caller(ctx), str(params.uri))
+    except prime.PrimeRefused as error:
+        raise _refused(error) from None
+    contents = types.TextResourceContents(uri=str(params.uri), mime_type="application/json", text=primed.text)
+    # Each read places and records anew, and pins change: never cached.
+    return types.ReadResourceResult(contents=[contents], cache_scope="private", ttl_ms=0)
+
+
 def _input_schema(name: str) -> Mapping[str, Any] | None:
     """The static tools' schemas, for the SDK's Mcp-Param header check without listing the caller's tools
     on every call; a named query's tool has none to check (None: nothing to validate)."""
@@ -104,6 +166,10 @@ def server() -> Server[Any]:
                         get_tool_input_schema=_input_schema,
                         on_list_tools=_list_tools,
                         on_call_tool=_call_tool,
+                        on_list_prompts=_list_prompts,
+                        on_get_prompt=_get_prompt,
+                        on_list_resources=_list_resources,
+                        on_read_resource=_read_resource,
                     )
                 )
     return _built[0]

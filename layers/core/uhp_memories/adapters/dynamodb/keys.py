@@ -78,6 +78,13 @@ def harness_pk(tenant: str, harness_id: str) -> str:
     return f"T#{tenant}#H#{harness_id}"
 
 
+PLACEMENT_SK_PREFIX = "PRIMED#"  # what one prime placed (§9.1), under the harness, kept for days (TTL)
+
+
+def placement_sk(prime_id: str) -> str:
+    return f"{PLACEMENT_SK_PREFIX}{prime_id}"
+
+
 def file_pk(tenant: str, file_id: str) -> str:
     return f"T#{tenant}#F#{file_id}"
 
