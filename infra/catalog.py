@@ -84,7 +84,8 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
     "jobs": Access(main_table=True),  # GET only: no idempotency
     "erase": Access(main_table=True, idempotency_table=True, start_workflows=("erase",)),
     "files": Access(main_table=True, idempotency_table=True, files=True),
-    "operations": API,
+    "operations": RECALL,  # a write operation revises (and indexes); a read may run a recall template
+    "types": API,  # a tenant's registered types live in the main table
     # Starts a consolidation pass and waits on it; revert appends versions itself (no index after the
     # commit: the stream indexer brings the index in step).
     "consolidations": Access(main_table=True, idempotency_table=True, start_workflows=("consolidate",)),

@@ -1,4 +1,4 @@
-"""Discovery (§10.2, §11): capabilities, providers and types."""
+"""Discovery (§10.2, §11): capabilities and providers (record types: functions/types)."""
 
 from aws_lambda_powertools.event_handler import Response
 
@@ -21,12 +21,6 @@ def handle_providers() -> Response[schemas.ProviderList]:
     caller_of(app)
     languages = bootstrap.container().queries.free_languages_configured()
     return respond(schemas.ProviderList(data=[capabilities.native_provider(languages)]))
-
-
-@app.get("/v1/memories/types", summary="The record types this server understands", tags=["discovery"])
-def handle_types() -> Response[schemas.TypeList]:
-    caller_of(app)
-    return respond(schemas.TypeList(data=capabilities.core_types()))
 
 
 lambda_handler = make_handler(app)

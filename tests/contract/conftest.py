@@ -26,6 +26,7 @@ from tests.fakes import (
     InMemoryQueryRepository,
     InMemoryRecordRepository,
     InMemoryRunRepository,
+    InMemoryTypeRepository,
 )
 from uhp_memories.domain.consolidation import RunRepository
 from uhp_memories.domain.files import FileRepository, ObjectStore
@@ -35,6 +36,7 @@ from uhp_memories.domain.prime import PinRepository, PlacementRepository
 from uhp_memories.domain.queries import QueryRepository
 from uhp_memories.domain.removal import CachedResponses
 from uhp_memories.domain.tree import PathRepository
+from uhp_memories.domain.types import TypeRepository
 from uhp_memories.ports import KeyRepository, MemoryRepository, RecordRepository
 
 REGION = "us-east-1"
@@ -69,6 +71,7 @@ class Repositories:
     paths: PathStore  # reads what `records` writes of a memory's files
     pins: PinRepository
     placements: PlacementRepository
+    types: TypeRepository
 
 
 @contextmanager
@@ -109,6 +112,7 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
             InMemoryPathRepository(memories),
             InMemoryPinRepository(memories),
             InMemoryPlacementRepository(),
+            InMemoryTypeRepository(),
         )
         return
 
@@ -127,6 +131,7 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
         from uhp_memories.adapters.dynamodb.runs import DynamoRunRepository
         from uhp_memories.adapters.dynamodb.schema import MAIN_TABLE
         from uhp_memories.adapters.dynamodb.table import DynamoTable
+        from uhp_memories.adapters.dynamodb.types import DynamoTypeRepository
 
         # Tiny query pages, so every scan here crosses DynamoDB page boundaries (LastEvaluatedKey).
         monkeypatch.setattr(dynamo_records, "SCAN_PAGE", 2)
@@ -146,6 +151,7 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
             DynamoPathRepository(table),
             DynamoPinRepository(table),
             DynamoPlacementRepository(table),
+            DynamoTypeRepository(table),
         )
 
 

@@ -699,3 +699,19 @@ def test_the_engine_indexes_a_version_without_text_for_filters_only(index: Searc
     flt = parse_filter({"field": "attributes.k", "value": 1})
     assert ids(engine.search(TENANT, MEMORY, filters=flt)) == [rid(1)]
     assert ids(engine.search(TENANT, MEMORY, text="q3")) == [rid(2)]
+
+
+def test_a_typed_time_field_filters_by_range_on_every_backend(index: SearchIndex) -> None:
+    """Extension types keep date-time attributes in the one form that sorts (domain/types.py), so a range on
+    `attributes.starts_at` compares instants, the same on both search engines."""
+    starts = [
+        "2026-12-04T09:00:00.000Z", "2026-12-15T00:00:00.000Z", "2026-12-31T23:59:59.999Z", "2027-01-02T08:00:00.000Z"
+    ]
+    index.index(
+        [doc(n, "event", type="x.calendar.event", attributes={"starts_at": s}) for n, s in enumerate(starts, 1)]
+    )
+    december_after_15 = {"and": [
+        {"field": "attributes.starts_at", "op": "gte", "value": "2026-12-15T00:00:00.000Z"},
+        {"field": "attributes.starts_at", "op": "lt", "value": "2027-01-01T00:00:00.000Z"},
+    ]}
+    assert sorted(ids(rank(index, ask(filters=december_after_15)))) == [rid(2), rid(3)]

@@ -15,6 +15,7 @@ from tests.fakes.prime import InMemoryPinRepository, InMemoryPlacementRepository
 from tests.fakes.queries import InMemoryFreeQueryIndex, InMemoryQueryRepository
 from tests.fakes.removal import InMemoryCachedResponses
 from tests.fakes.tree import InMemoryMemoryRepository, InMemoryRecordRepository
+from tests.fakes.types import InMemoryTypeRepository
 
 __all__ = [
     "ExecutionAlreadyExists",
@@ -32,5 +33,6 @@ __all__ = [
     "InMemoryQueryRepository",
     "InMemoryRecordRepository",
     "InMemoryRunRepository",
+    "InMemoryTypeRepository",
     "InMemoryWorkflowRunner",
 ]

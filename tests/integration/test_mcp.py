@@ -22,7 +22,7 @@ from tests.integration.conftest import Client, ClientFactory
 from uhp_memories.domain.fence import unwrap
 from uhp_memories.mcp.server import SESSION_MEMORY_HEADER
 
-READ_TOOLS = {"memory_list", "memory_recall", "memory_get", "memory_run_query"}
+READ_TOOLS = {"memory_list", "memory_recall", "memory_get", "memory_run_query", "memory_operate"}
 WRITE_TOOLS = {"memory_remember", "memory_revise", "memory_forget"}
 
 Session = Callable[[McpClient], Awaitable[Any]]
@@ -325,3 +325,39 @@ def test_prime_over_mcp_is_a_harness_s_and_refuses_a_bad_budget(alice: Client, m
         (INVALID_PARAMS, "memory_invalid"),
         (INVALID_PARAMS, "memory_not_found"),
     ]
+
+
+def test_memory_operate_runs_a_typed_records_operations_within_the_harness_s_reach(
+    alice: Client, make_client: ClientFactory
+) -> None:
+    board = alice.create_memory("Board")
+    design = alice.post(f"/v1/memories/{board['id']}/records",
+                        {"type": "x.task", "content": "", "attributes": {"title": "Design"}}).json()
+    build = alice.post(f"/v1/memories/{board['id']}/records",
+                       {"type": "x.task", "content": "", "attributes": {"title": "Build", "depends_on": [design["id"]]}}
+                       ).json()
+    attach(alice, "mcp_ops_read", {"memory_id": board["id"], "access": "read"})
+    attach(alice, "mcp_ops_write", {"memory_id": board["id"], "access": "write", "default": True})
+    reader, writer = make_client("harness:mcp_ops_read"), make_client("harness:mcp_ops_write")
+
+    async def described(mcp: McpClient) -> str:
+        (tool,) = [t for t in (await mcp.list_tools()).tools if t.name == "memory_operate"]
+        return tool.description or ""
+
+    assert "x.task: complete (write)" in with_mcp(reader, described)
+    failed, blocked = call(reader, "memory_operate",
+                           {"memory_id": board["id"], "record_id": design["id"], "operation": "blocked"})
+    assert not failed
+    assert [unwrap(r["content"], blocked["fence"]) for r in blocked["results"]] == [""]
+    assert [r["attributes"]["title"] for r in blocked["results"]] == ["Build"]
+    failed, refused = call(reader, "memory_operate",
+                           {"memory_id": board["id"], "record_id": design["id"], "operation": "complete"})
+    assert failed
+    assert refused["error"]["code"] == "memory_forbidden"  # read narrows: no write operation
+    failed, done = call(writer, "memory_operate",
+                        {"memory_id": board["id"], "record_id": design["id"], "operation": "complete"})
+    assert not failed
+    assert done["record"]["attributes"]["status"] == "done"
+    assert done["record"]["written_by"] == {"kind": "harness", "id": "mcp_ops_write"}
+    assert build["id"] not in {r["id"] for r in call(reader, "memory_operate", {
+        "memory_id": board["id"], "record_id": design["id"], "operation": "blocked"})[1]["results"]}

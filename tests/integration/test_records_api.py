@@ -159,18 +159,18 @@ def test_unknown_type_is_carried_unchanged(alice: Client) -> None:
         "big": 12345678901234567890,
         "unicode": "Zürich ☃",
     }
-    record = alice.remember(memory["id"], "Weekly sync with Acme", type="x.calendar.event", attributes=attributes)
-    assert record["type"] == "x.calendar.event"
+    record = alice.remember(memory["id"], "Weekly sync with Acme", type="x.acme.meeting", attributes=attributes)
+    assert record["type"] == "x.acme.meeting"
     assert record["attributes"] == attributes
     read = get_record(alice, memory["id"], record["id"])
-    assert read["type"] == "x.calendar.event"
+    assert read["type"] == "x.acme.meeting"
     assert read["content"] == "Weekly sync with Acme"
     assert read["attributes"] == attributes
-    assert listed_ids(alice, memory["id"], types="x.calendar.event") == {record["id"]}
+    assert listed_ids(alice, memory["id"], types="x.acme.meeting") == {record["id"]}
     # An extension record is versioned like any other.
     moved = {**attributes, "starts_at": "2026-10-06T09:00:00Z"}
     revised = revise(alice, memory["id"], record["id"], {"attributes": moved})
-    assert revised["type"] == "x.calendar.event"
+    assert revised["type"] == "x.acme.meeting"
     assert revised["version"] == 2
 
 
@@ -341,11 +341,12 @@ def test_records_count_tracks_remember_and_forget(alice: Client) -> None:
 
 def test_list_by_types(alice: Client) -> None:
     memory = alice.create_memory()
-    ids = {t: alice.remember(memory["id"], f"a {t}", type=t)["id"] for t in (*CORE_TYPES, "x.task")}
+    ids = {t: alice.remember(memory["id"], f"a {t}", type=t)["id"] for t in (*CORE_TYPES, "x.acme.item")}
     assert listed_ids(alice, memory["id"]) == set(ids.values())
     assert listed_ids(alice, memory["id"], types="fact") == {ids["fact"]}
     assert listed_ids(alice, memory["id"], types="fact,note") == {ids["fact"], ids["note"]}
-    assert listed_ids(alice, memory["id"], types="episode,x.task,link") == {ids["episode"], ids["x.task"], ids["link"]}
+    wanted = {ids["episode"], ids["x.acme.item"], ids["link"]}
+    assert listed_ids(alice, memory["id"], types="episode,x.acme.item,link") == wanted
     assert listed_ids(alice, memory["id"], types="x.nothing") == set()
 
 

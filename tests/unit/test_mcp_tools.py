@@ -22,6 +22,7 @@ def _container(free: tuple[str, ...], queries: dict[str, list[NamedQuery]]) -> A
     return SimpleNamespace(
         queries=SimpleNamespace(free_languages_configured=lambda: free, list=lambda caller, mid: queries[mid]),
         memories=SimpleNamespace(list=lambda caller: SimpleNamespace(items=views)),
+        types=SimpleNamespace(list=lambda caller: []),
     )
 
 

@@ -24,15 +24,18 @@ from uhp_memories.adapters.dynamodb.queries import DynamoQueryRepository
 from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
 from uhp_memories.adapters.dynamodb.runs import DynamoRunRepository
 from uhp_memories.adapters.dynamodb.table import DynamoTable
+from uhp_memories.adapters.dynamodb.types import DynamoTypeRepository
 from uhp_memories.adapters.s3 import S3ObjectStore
 from uhp_memories.adapters.stepfunctions import StepFunctionsRunner
 from uhp_memories.adapters.system import RandomIds, SystemClock
+from uhp_memories.domain.builtin_types import BUILTIN_TYPES
 from uhp_memories.domain.consolidation import ConsolidationService
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.files import FileService
 from uhp_memories.domain.grants import GrantService
 from uhp_memories.domain.harnesses import HarnessService
 from uhp_memories.domain.memories import MemoryService
+from uhp_memories.domain.operations import OperationService
 from uhp_memories.domain.prime import PrimeService
 from uhp_memories.domain.queries import QueryService
 from uhp_memories.domain.recall import AbstainPolicy, RecallService
@@ -40,6 +43,7 @@ from uhp_memories.domain.records import RecordService
 from uhp_memories.domain.removal import RemovalService, Retention
 from uhp_memories.domain.tree import TreeService
 from uhp_memories.domain.turns import TurnService
+from uhp_memories.domain.types import TypeService
 from uhp_memories.search.engine import RecallEngine
 from uhp_memories.settings import Settings
 from uhp_memories.tokens import count_tokens
@@ -67,6 +71,8 @@ class Container:
     keys: DynamoKeyRepository
     prime: PrimeService
     turns: TurnService
+    types: TypeService
+    operations: OperationService
 
 
 def lazy[T](factory: Callable[[], T]) -> Callable[[], T]:
@@ -190,7 +196,8 @@ def build(
     paths = DynamoPathRepository(table)
     engine = recall_engine or lazy(lambda: build_recall_engine(settings))
     memories = MemoryService(ports, objects, jobs.holds, engine)
-    records = RecordService(ports, memories, files, engine, paths)
+    types = TypeService(ports, DynamoTypeRepository(table), BUILTIN_TYPES)
+    records = RecordService(ports, memories, files, engine, paths, types)
     recall = RecallService(ports, memories, records, engine, AbstainPolicy(settings.abstain_similarity))
     workflows = StepFunctionsRunner(
         stepfunctions_client,
@@ -251,6 +258,8 @@ def build(
         keys=DynamoKeyRepository(dynamodb_client, settings.keys_table_name),
         prime=prime,
         turns=TurnService(ports, attachments, records, prime),
+        types=types,
+        operations=OperationService(ports, types, records, recall, memories),
     )
 
 

@@ -8,12 +8,14 @@ from uhp_memories.api import schemas
 from uhp_memories.domain.consolidation import CONSOLIDATOR, Run
 from uhp_memories.domain.jobs import Job
 from uhp_memories.domain.memories import MemorySummary, MemoryView
-from uhp_memories.domain.models import Grant, Page, Snapshot
+from uhp_memories.domain.models import CORE_TYPES, Grant, Page, Snapshot
+from uhp_memories.domain.operations import OperationAnswer
 from uhp_memories.domain.prime import PinnedRecord, PrimeAnswer
 from uhp_memories.domain.recall import RecallAnswer
 from uhp_memories.domain.records import RecordPage, RecordView
 from uhp_memories.domain.timefmt import format_ms
 from uhp_memories.domain.turns import TurnAnswer
+from uhp_memories.domain.types import TypeDefinition, operation_json
 
 
 def memory(view: MemoryView) -> schemas.MemoryOut:
@@ -234,3 +236,40 @@ def turn(answer: TurnAnswer, harness_id: str) -> schemas.TurnOut:
         memory_id=answer.memory_id,
         records=[record(v) for v in answer.records],
     )
+
+
+def core_type(name: str, description: str) -> schemas.TypeOut:
+    return schemas.TypeOut(
+        type=name, description=description, core=True, builtin=True, schema={"type": "object"}, text=None,
+        operations=[],
+    )
+
+
+def extension_type(definition: TypeDefinition) -> schemas.TypeOut:
+    return schemas.TypeOut(
+        type=definition.type,
+        description=definition.description,
+        core=False,
+        builtin=definition.builtin,
+        schema=definition.schema,
+        text=definition.text,
+        operations=[schemas.OperationOut(**operation_json(o)) for o in definition.operations],
+        version=None if definition.builtin else definition.version,
+        registered_by=definition.registered_by,
+        registered_at=format_ms(definition.registered_at) if definition.registered_at is not None else None,
+    )
+
+
+def types(definitions: list[TypeDefinition]) -> dict[str, Any]:
+    listed = [core_type(n, d) for n, d in CORE_TYPES.items()] + [extension_type(d) for d in definitions]
+    return schemas.TypeList(data=listed).model_dump(mode="json", by_alias=True)
+
+
+def operation(answer: OperationAnswer) -> dict[str, Any]:
+    """A write's appended version under `record`; a read's records in §6.3's shape; else its `result`."""
+    head = {"object": "memory.operation", "operation": answer.operation}
+    if answer.record is not None:
+        return {**head, "record": record(answer.record).model_dump(mode="json")}
+    if answer.recall is not None:
+        return {**head, **recall(answer.recall)}
+    return {**head, "result": answer.result}

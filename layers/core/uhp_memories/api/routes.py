@@ -22,7 +22,8 @@ R = M + "/records/{record_id}"
 ROUTES: tuple[Route, ...] = (
     Route("discovery", "GET", "/v1/capabilities"),
     Route("discovery", "GET", "/v1/memories/providers"),
-    Route("discovery", "GET", "/v1/memories/types"),
+    Route("types", "GET", "/v1/memories/types"),
+    Route("types", "PUT", "/v1/memories/types/{type_name}"),  # a tenant's extension type (§8)
     Route("memories", "POST", "/v1/memories"),
     Route("memories", "GET", "/v1/memories"),
     Route("memories", "GET", M),

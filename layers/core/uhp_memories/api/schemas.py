@@ -458,8 +458,64 @@ class ProviderList(BaseModel):
     data: list[dict[str, Any]]
 
 
+class OperationOut(BaseModel):
+    name: str
+    description: str
+    input: dict[str, Any]
+    requires: Literal["read", "write"]
+    set: dict[str, Any] | None = Field(default=None, description="a registered write operation: what it sets")
+    recall: dict[str, Any] | None = Field(default=None, description="a registered read operation: its template")
+
+
+class TypeOut(BaseModel):
+    object: Literal["memory.type"] = "memory.type"
+    type: str
+    description: str
+    core: bool
+    builtin: bool = Field(description="built into the server (core types and x.calendar.event, x.task)")
+    schema_: dict[str, Any] = Field(alias="schema", serialization_alias="schema")
+    text: str | None = Field(description="the projection recall searches a record of this type by")
+    operations: list[OperationOut]
+    version: int | None = None
+    registered_by: str | None = None
+    registered_at: str | None = None
+
+
 class TypeList(BaseModel):
-    data: list[dict[str, Any]]
+    object: Literal["list"] = "list"
+    data: list[TypeOut]
+
+
+class TypeDefinitionIn(Strict):
+    """A tenant's extension type (§8): its schema (JSON Schema of the attributes, an object), its text
+    projection (`{field}` placeholders over the attributes and `{content}`), and operations, each a
+    write that `set`s attributes (constants or `{{param}}` of its input) or a read that runs a `recall`
+    template on the record's memory."""
+
+    type: str | None = None
+    description: str = Field(default="", max_length=1000)
+    schema_: dict[str, Any] = Field(alias="schema")
+    text: str = Field(min_length=1, max_length=1000)
+    operations: list[dict[str, Any]] = Field(default_factory=list, max_length=16)
+
+
+class OperationRunIn(Strict):
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class OperationResultOut(BaseModel):
+    """What an operation answers: the version a write appended (`record`), the records a read found in
+    §6.3's shape (`results`, `parent`, `children`, `degraded`, `abstain`), or a read's own `result`."""
+
+    object: Literal["memory.operation"] = "memory.operation"
+    operation: str
+    record: RecordOut | None = None
+    results: list[RecallResultOut] | None = None
+    parent: MemorySummaryOut | None = None
+    children: list[MemorySummaryOut] | None = None
+    degraded: list[str] | None = None
+    abstain: bool | None = None
+    result: dict[str, Any] | None = None
 
 
 # -- harnesses ---------------------------------------------------------------------------------

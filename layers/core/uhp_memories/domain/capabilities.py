@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from uhp_memories.domain.limits import MAX_DEPTH
-from uhp_memories.domain.models import CORE_TYPES, NATIVE_PROVIDER
+from uhp_memories.domain.models import NATIVE_PROVIDER
 
 
 def native_provider(free_query_languages: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -36,7 +36,9 @@ def native_provider(free_query_languages: tuple[str, ...] = ()) -> dict[str, Any
         # Passes run as visible, bounded, reversible runs (§9.2); the native pass forgets exact repeats.
         "consolidate": "runs",
         "queries": {"named": True, "free": free},
-        "types": False,
+        # Extension types with operations (§8): x.calendar.event and x.task built in, and a tenant's own
+        # registered through PUT /v1/memories/types/{type} (domain/types.py).
+        "types": True,
         "files": True,
         # The agent's tools (§9.1) over MCP on the same API, with the x-api-key; a request may name its
         # session's memory (§9 metadata.memory) in this header (mcp/server.py).
@@ -47,9 +49,3 @@ def native_provider(free_query_languages: tuple[str, ...] = ()) -> dict[str, Any
 def server_capabilities() -> dict[str, bool]:
     return {"memories": True}
 
-
-def core_types() -> list[dict[str, Any]]:
-    return [
-        {"type": name, "description": description, "core": True, "schema": {"type": "object"}, "operations": []}
-        for name, description in CORE_TYPES.items()
-    ]

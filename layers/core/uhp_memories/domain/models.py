@@ -90,6 +90,7 @@ class RecordVersion:
     path: str | None = None  # a file of its memory (docs/file-memory.md)
     origin: dict[str, str] | None = None  # the run and tool call that wrote this version, beyond the key
     forgotten_by: dict[str, Any] | None = None  # on a forgotten version: {written_by, origin} of the forget
+    projection: str | None = None  # an extension type's text projection (§8): what recall searches it by
 
     @property
     def is_current(self) -> bool:
@@ -107,6 +108,15 @@ class RecordVersion:
     def held_at(self, instant: str) -> bool:
         """Whether the memory held this version, open, at `instant`."""
         return self.written_at <= instant and (self.invalidated_at is None or self.invalidated_at > instant)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A version's attributes as its type has them (validated, times in one form), and its text
+    projection (None: a core type, or one the server does not know), from domain/types.py."""
+
+    attributes: dict[str, Any]
+    projection: str | None
 
 
 @dataclass(frozen=True)

@@ -117,25 +117,7 @@ class QueryService:
         if requires not in ("read", "write"):
             raise MemoryInvalid("requires is read or write")
         params = _check_param_schema(definition.get("params") or {"type": "object", "properties": {}})
-        body = _template(definition.get("body"))
-        if not isinstance(body, dict):
-            raise MemoryInvalid("body is a recall request (an object) whose string values may be {{param}}")
-        if len(json.dumps(body)) > MAX_BODY_BYTES:
-            raise MemoryInvalid(f"a query body is at most {MAX_BODY_BYTES} bytes")
-        unknown = set(body) - set(TEMPLATE_FIELDS)
-        if unknown:
-            raise MemoryInvalid(f"a recall template holds only {list(TEMPLATE_FIELDS)}; not {sorted(unknown)}")
-        declared = set(params["properties"])
-        used = set(PLACEHOLDER.findall(json.dumps(body)))
-        if used - declared:
-            raise MemoryInvalid(f"the body uses params it does not declare: {sorted(used - declared)}")
-        # The template must make a valid recall request once filled in.
-        example = _recall_input(_substitute(body, {p: _example(params["properties"][p]) for p in declared}))
-        parse_filter(example.filters)
-        if example.include not in ("active", "all") or example.depth < 0:
-            raise MemoryInvalid("the query body does not make a valid recall request")
-        if example.limit is not None and not 1 <= example.limit <= RECALL_LIMIT_MAX:
-            raise MemoryInvalid(f"limit must be between 1 and {RECALL_LIMIT_MAX}")
+        body = check_recall_template(_template(definition.get("body")), params["properties"])
         existing = self._queries.list(caller.tenant, memory_id)
         if len(existing) >= MAX_QUERIES and all(q.name != name for q in existing):
             raise MemoryInvalid(f"a memory holds at most {MAX_QUERIES} named queries")
@@ -172,7 +154,7 @@ class QueryService:
             raise QueryNotFound(name)
         access.require(memory_id, query.requires)
         values = _check_params(query.params, params)
-        return self._recall.recall(caller, memory_id, _recall_input(_substitute(query.body, values)))
+        return self._recall.recall(caller, memory_id, recall_input(substitute(query.body, values)))
 
     # -- free --------------------------------------------------------------------------------
 
@@ -196,7 +178,7 @@ class QueryService:
         if params:
             if not isinstance(params, dict):
                 raise MemoryInvalid("params is an object")
-            statement = _substitute(statement, params)
+            statement = substitute(statement, params)
         record_ids, bounds = index.free_query(caller.tenant, memory_id, language, statement, limit)
         results = []
         for rank, record_id in enumerate(record_ids):
@@ -220,7 +202,31 @@ def _template(body: Any) -> Any:
         raise MemoryInvalid("body is a recall request: a JSON object, or a string holding one") from None
 
 
-def _recall_input(body: dict[str, Any]) -> RecallInput:
+def check_recall_template(body: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """A recall request template whose string values may be `{{param}}` of the declared `params`
+    (name -> JSON Schema of one value): it must make a valid recall request once filled in. Used by
+    named queries and by the read operations of extension types (domain/types.py)."""
+    if not isinstance(body, dict):
+        raise MemoryInvalid("body is a recall request (an object) whose string values may be {{param}}")
+    if len(json.dumps(body)) > MAX_BODY_BYTES:
+        raise MemoryInvalid(f"a query body is at most {MAX_BODY_BYTES} bytes")
+    unknown = set(body) - set(TEMPLATE_FIELDS)
+    if unknown:
+        raise MemoryInvalid(f"a recall template holds only {list(TEMPLATE_FIELDS)}; not {sorted(unknown)}")
+    declared = set(params)
+    used = set(PLACEHOLDER.findall(json.dumps(body)))
+    if used - declared:
+        raise MemoryInvalid(f"the body uses params it does not declare: {sorted(used - declared)}")
+    example = recall_input(substitute(body, {p: _example(params[p]) for p in declared}))
+    parse_filter(example.filters)
+    if example.include not in ("active", "all") or example.depth < 0:
+        raise MemoryInvalid("the query body does not make a valid recall request")
+    if example.limit is not None and not 1 <= example.limit <= RECALL_LIMIT_MAX:
+        raise MemoryInvalid(f"limit must be between 1 and {RECALL_LIMIT_MAX}")
+    return body
+
+
+def recall_input(body: dict[str, Any]) -> RecallInput:
     try:
         return RecallInput(
             query=_opt_str(body.get("query"), "query"),
@@ -301,17 +307,17 @@ def _is_type(value: Any, kind: str) -> bool:
 def _example(spec: dict[str, Any]) -> Any:
     if spec.get("enum"):
         return spec["enum"][0]
-    return {"string": "x", "number": 1, "integer": 1, "boolean": True}[spec["type"]]
+    return {"string": "x", "number": 1, "integer": 1, "boolean": True}.get(spec.get("type", "string"), "x")
 
 
-def _substitute(template: Any, values: dict[str, Any]) -> Any:
+def substitute(template: Any, values: dict[str, Any]) -> Any:
     """Fill `{{param}}` placeholders in string values: a value that is only a placeholder takes the
     param as it is (a number stays a number); inside longer text it is written as text. Keys are
     never substituted."""
     if isinstance(template, dict):
-        return {key: _substitute(value, values) for key, value in template.items()}
+        return {key: substitute(value, values) for key, value in template.items()}
     if isinstance(template, list):
-        return [_substitute(item, values) for item in template]
+        return [substitute(item, values) for item in template]
     if isinstance(template, str):
         whole = PLACEHOLDER.fullmatch(template.strip())
         if whole:

@@ -40,7 +40,7 @@ from uhp_memories.domain.limits import (
     TYPE_CHARS,
 )
 from uhp_memories.domain.memories import MemoryService, MemorySummary
-from uhp_memories.domain.models import Caller, Page, RecordVersion, Snapshot
+from uhp_memories.domain.models import Caller, Checked, Page, RecordVersion, Snapshot
 from uhp_memories.domain.paths import PathCondition, PathEntry, check_directory, check_path
 from uhp_memories.domain.timefmt import format_ms, parse_instant
 
@@ -93,6 +93,14 @@ class PathLookup(Protocol):
         ...
 
 
+class TypeCatalog(Protocol):
+    """Extension types (uhp_memories.domain.types.TypeService): a version's attributes validated against
+    its type, and its text projection."""
+
+    def check(self, tenant: str, type_name: str, attributes: dict[str, Any], content: Any) -> Checked:
+        ...
+
+
 class VersionIndex(Protocol):
     """The recall index as writes see it (uhp_memories.search.RecallEngine)."""
 
@@ -130,12 +138,14 @@ class RecordService:
         files: FileService | None = None,
         index: Callable[[], VersionIndex | None] | None = None,
         paths: PathLookup | None = None,
+        types: TypeCatalog | None = None,
     ) -> None:
         self._ports = ports
         self._memories = memories
         self._files = files
         self._index = index
         self._paths = paths
+        self._types = types
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -146,6 +156,7 @@ class RecordService:
         access.require(memory_id, "write")
         self._check_input(given)
         record = self._first_version(caller, memory_id, given, format_ms(self._ports.clock.now_ms()))
+        record = self._typed(record)
         record = record.evolve(origin=terms.origin)
         if _is_file(given.content):
             record = record.evolve(content=self._attach(caller, given.content, memory_id, record.chain_id))
@@ -203,6 +214,7 @@ class RecordService:
             path=changes.get("path", current.path),
         )
         self._check_input(merged)
+        checked = self._checked(caller.tenant, merged.type, merged.attributes, merged.content)
         content = merged.content
         if "content" in changes and _is_file(content):
             # New bytes: a new version of the chain's object, the earlier bytes kept.
@@ -212,7 +224,8 @@ class RecordService:
             id=self._ports.ids.new("hrec_"),
             version=current.version + 1,
             content=content,
-            attributes=merged.attributes,
+            attributes=checked.attributes,
+            projection=checked.projection,
             valid_from=merged.valid_from,
             valid_to=merged.valid_to,
             references=merged.references,
@@ -256,6 +269,16 @@ class RecordService:
         if isinstance(reference, dict) and "version" in reference:
             raise MemoryInvalid('name a new file as {"file": {"id": "file_..."}}; versions are the server\'s')
         return self._files.attach(caller, reference, memory_id, chain_id)
+
+    def _checked(self, tenant: str, type_name: str, attributes: dict[str, Any], content: Any) -> Checked:
+        if self._types is None:
+            return Checked(attributes, None)
+        return self._types.check(tenant, type_name, attributes, content)
+
+    def _typed(self, record: RecordVersion) -> RecordVersion:
+        """A first version as its type has it: attributes validated (and times in one form), projected."""
+        checked = self._checked(record.tenant, record.type, record.attributes, record.content)
+        return record.evolve(attributes=checked.attributes, projection=checked.projection)
 
     def _indexed(self, versions: list[RecordVersion]) -> None:
         index_after_commit(self._index, versions)

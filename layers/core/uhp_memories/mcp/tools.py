@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -330,6 +330,31 @@ def memory_query(c: Container, s: Session, a: dict[str, Any]) -> dict[str, Any]:
     return _recall(c.queries.free(s.caller, memory_id, body.language, body.statement, body.params, body.limit))
 
 
+def memory_operate(c: Container, s: Session, a: dict[str, Any]) -> dict[str, Any]:
+    memory_id, record_id = _required(a, "memory_id"), _required(a, "record_id")
+    name = _required(a, "operation")
+    given = a.get("input", {})
+    prepared = c.operations.prepare(s.caller, memory_id, record_id, name)
+    if prepared.operation.requires == "write":
+        _check_write_reach(c, s, memory_id)
+    answer = c.operations.run_prepared(s.caller, prepared, given)
+    if answer.record is not None:
+        return {"operation": name, "record": _record(answer.record)}
+    if answer.recall is not None:
+        return {"operation": name, **_recall(answer.recall)}
+    return {"operation": name, "result": answer.result}
+
+
+def operations_described(c: Container, caller: Caller) -> str:
+    """The types with operations this caller's records may have, and what each operation needs."""
+    lines = []
+    for definition in c.types.list(caller):
+        ops = ", ".join(f"{o.name} ({o.requires})" for o in definition.operations)
+        if ops:
+            lines.append(f"{definition.type}: {ops}")
+    return "; ".join(lines)
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -394,6 +419,22 @@ TOOLS: tuple[Tool, ...] = (
         _schema(schemas.QueryRunIn, {"memory_id": MEMORY_ID, "name": QUERY}, ["memory_id", "name"]),
         False,
         memory_run_query,
+    ),
+    Tool(
+        "memory_operate",
+        "Run an operation of a typed record's type on that record (input as the operation declares it). A write "
+        "operation appends a version; a read one answers records or its own result.",
+        _schema(
+            None,
+            {
+                **WITH_RECORD,
+                "operation": {"type": "string", "description": "the operation's name, as its type lists it"},
+                "input": {"type": "object", "description": "the operation's input"},
+            },
+            ["memory_id", "record_id", "operation"],
+        ),
+        False,  # offered to readers too: a write operation is checked for write reach on each call
+        memory_operate,
     ),
     Tool(
         "memory_query",
@@ -466,8 +507,14 @@ def offered(c: Container, caller: Caller, memory: Attachment | None = None) -> l
     writes = may_write(c, s)
     free = bool(c.queries.free_languages_configured())
     tools = [t for t in TOOLS if (writes or not t.writes) and (free or not t.free_query)]
+    tools = [_with_operations(c, caller, t) if t.name == "memory_operate" else t for t in tools]
     tools += [query_tool(name, qs) for name, qs in sorted(named_queries(c, s).items())]
     return tools
+
+
+def _with_operations(c: Container, caller: Caller, tool: Tool) -> Tool:
+    described = operations_described(c, caller)
+    return replace(tool, description=f"{tool.description} Operations by type: {described}.") if described else tool
 
 
 def find(c: Container, s: Session, name: str) -> Tool:

@@ -32,7 +32,10 @@ _EMBEDDING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed-query")
 
 
 def text_of(record: RecordVersion) -> str:
-    """The text a version is searched by: its content, or a file's name for file content."""
+    """The text a version is searched by: an extension type's projection (§8), else its content, or a
+    file's name for file content."""
+    if record.projection is not None:
+        return record.projection
     content = record.content
     if isinstance(content, str):
         return content

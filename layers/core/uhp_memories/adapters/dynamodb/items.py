@@ -137,6 +137,7 @@ def record_item(record: RecordVersion) -> dict[str, Any]:
                 "references": list(record.references),
                 "written_by": record.written_by,
                 "origin": record.origin,
+                "projection": record.projection,
             },
             separators=(",", ":"),
             ensure_ascii=False,
@@ -178,6 +179,7 @@ def record_from(item: Mapping[str, Any]) -> RecordVersion:
         path=item.get("path"),
         origin=body.get("origin"),
         forgotten_by=json.loads(item["forgotten_by"]) if item.get("forgotten_by") else None,
+        projection=body.get("projection"),
     )
 
 

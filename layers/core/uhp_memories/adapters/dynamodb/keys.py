@@ -85,6 +85,23 @@ def placement_sk(prime_id: str) -> str:
     return f"{PLACEMENT_SK_PREFIX}{prime_id}"
 
 
+def types_pk(tenant: str) -> str:
+    """A tenant's registered extension types (§8): one current item per type and one per version."""
+    return f"T#{tenant}#TYPES"
+
+
+TYPE_SK_PREFIX = "TYPE#"
+TYPE_VERSION_MARK = "#V#"
+
+
+def type_sk(type_name: str) -> str:
+    return f"{TYPE_SK_PREFIX}{type_name}"
+
+
+def type_version_sk(type_name: str, version: int) -> str:
+    return f"{TYPE_SK_PREFIX}{type_name}{TYPE_VERSION_MARK}{version:06d}"
+
+
 def file_pk(tenant: str, file_id: str) -> str:
     return f"T#{tenant}#F#{file_id}"
 
