@@ -27,20 +27,22 @@ its attributes are free-form, as a core type's are.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
-
-from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.exceptions import SchemaError, ValidationError, best_match
+from typing import TYPE_CHECKING, Any, Protocol
 
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import MemoryConflict, MemoryForbidden, MemoryInvalid
 from uhp_memories.domain.models import CORE_TYPES, Caller, Checked
 from uhp_memories.domain.queries import PLACEHOLDER, check_recall_template
 from uhp_memories.domain.timefmt import parse_instant
+
+if TYPE_CHECKING:  # imported when first used: only writes of typed records pay for jsonschema (~130 ms)
+    from jsonschema import Draft202012Validator, FormatChecker
+    from jsonschema.exceptions import ValidationError
 
 EXTENSION_PREFIX = "x."
 TYPE_NAME = re.compile(r"^x(\.[a-z][a-z0-9_]*){1,4}$")
@@ -112,20 +114,27 @@ class TypeVersionTaken(Exception):
 
 # -- validation ---------------------------------------------------------------------------------------
 
-_FORMATS = FormatChecker(formats=())
+@functools.cache
+def _formats() -> FormatChecker:
+    from jsonschema import FormatChecker
 
+    checker = FormatChecker(formats=())
 
-@_FORMATS.checks("date-time", raises=(MemoryInvalid,))
-def _is_instant(value: object) -> bool:
-    """`date-time` as the API reads every time (RFC 3339 with an offset), not a looser reading."""
-    if not isinstance(value, str):
-        return True  # a type mismatch is `type`'s to report
-    parse_instant(value)
-    return True
+    @checker.checks("date-time", raises=(MemoryInvalid,))
+    def _is_instant(value: object) -> bool:
+        """`date-time` as the API reads every time (RFC 3339 with an offset), not a looser reading."""
+        if not isinstance(value, str):
+            return True  # a type mismatch is `type`'s to report
+        parse_instant(value)
+        return True
+
+    return checker
 
 
 def validator(schema: Mapping[str, Any]) -> Draft202012Validator:
-    return Draft202012Validator(schema, format_checker=_FORMATS)
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(schema, format_checker=_formats())
 
 
 def _where(error: ValidationError, root: str) -> str:
@@ -135,6 +144,8 @@ def _where(error: ValidationError, root: str) -> str:
 
 def check_value(schema: Mapping[str, Any], value: Any, root: str) -> None:
     """memory_invalid naming the field when `value` does not match `schema`."""
+    from jsonschema.exceptions import best_match
+
     error = best_match(validator(schema).iter_errors(value))
     if error is not None:
         raise MemoryInvalid(f"{_where(error, root)}: {error.message}")
@@ -143,6 +154,9 @@ def check_value(schema: Mapping[str, Any], value: Any, root: str) -> None:
 def check_schema(schema: Any, what: str) -> dict[str, Any]:
     if not isinstance(schema, dict) or schema.get("type") != "object":
         raise MemoryInvalid(f'{what} is a JSON Schema of type object: {{"type": "object", "properties": {{...}}}}')
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as error:
