@@ -72,8 +72,9 @@ async def test_the_harness_mounts_mcp_and_recalls_a_record_fenced(
     )
     result = await agent.run("What does Alice drink?")
 
-    # Read tools only: the harness is attached with read (§9).
-    assert offered[0] == ["memory_get", "memory_list", "memory_recall", "memory_run_query"]
+    # Read tools only: the harness is attached with read (§9). memory_operate is one of them: it runs a
+    # type's read operations (free_slots, blocked) and refuses the write ones on a read attachment.
+    assert offered[0] == ["memory_get", "memory_list", "memory_operate", "memory_recall", "memory_run_query"]
     answer = json.loads(result.output_or_raise())
     fence = answer["fence"]
     (record,) = answer["results"]
