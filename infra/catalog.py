@@ -106,7 +106,9 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
     "steps.record_failure": Access(main_table=True),  # reports every target as not yet erased
     "steps.purge_subtree": Access(main_table=True, files_purge=True, search=True),  # drops each memory's documents
     "steps.finish_delete": Access(main_table=True),
-    "steps.consolidate": Access(main_table=True),  # closes versions in DynamoDB; the indexer follows
+    # Reads what changed and asks the index for each record's neighbours (embedding a record the index
+    # does not hold yet); closes and appends versions in DynamoDB and indexes them after the commit.
+    "steps.consolidate": Access(main_table=True, search=True, embeddings=True),
     "steps.record_consolidation_failure": Access(main_table=True),
     # Workers (functions/<name>/handler.py).
     # The stream backstop of the index: images come with the stream, so no table access; it embeds

@@ -28,6 +28,7 @@ def handle_erase(memory_id: str, body: schemas.EraseIn) -> Response[schemas.Eras
             job_id=job.id,
             erased=out.erased or [],
             erased_elsewhere=out.erased_elsewhere or 0,
+            erased_files=out.erased_files or [],
             unreachable=out.unreachable or [],
         )
     )

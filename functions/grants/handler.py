@@ -1,6 +1,9 @@
 """Grants (§3.1): who holds what on a memory."""
 
+from typing import Annotated
+
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from uhp_memories import bootstrap
 from uhp_memories.api import presenters, schemas
@@ -10,9 +13,13 @@ app = make_resolver()
 
 
 @app.get("/v1/memories/<memory_id>/grants", summary="List the grants that reach a memory", tags=["grants"])
-def handle_list_grants(memory_id: str) -> Response[schemas.GrantList]:
-    grants = bootstrap.container().grants.list(caller_of(app), memory_id)
-    return respond(schemas.GrantList(data=[presenters.grant(g) for g in grants]))
+def handle_list_grants(
+    memory_id: str,
+    limit: Annotated[int | None, Query(description="1 to 100, default 20")] = None,
+    cursor: Annotated[str | None, Query()] = None,
+) -> Response[schemas.GrantList]:
+    page = bootstrap.container().grants.page(caller_of(app), memory_id, limit, cursor)
+    return respond(schemas.GrantList(data=[presenters.grant(g) for g in page.items], next_cursor=page.next_cursor))
 
 
 @app.post("/v1/memories/<memory_id>/grants", summary="Grant privileges on a memory", tags=["grants"])

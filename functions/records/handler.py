@@ -7,10 +7,9 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from uhp_memories import bootstrap
-from uhp_memories.api import inputs, presenters, schemas
+from uhp_memories.api import inputs, json_limits, presenters, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
 from uhp_memories.api.errors import JSON
-from uhp_memories.domain.errors import MemoryInvalid
 
 app = make_resolver()
 
@@ -43,12 +42,7 @@ def handle_list_records(
     path: Annotated[str | None, Query(description="only the file at this path")] = None,
     under: Annotated[str | None, Query(description='only the files under this directory ("" or ending in "/")')] = None,
 ):  # §6.1: `parent` left out when absent, as in recall
-    parsed_filters: Any = None
-    if filters is not None:
-        try:
-            parsed_filters = json.loads(filters)
-        except ValueError:
-            raise MemoryInvalid("filters must be a JSON object") from None
+    parsed_filters = json_limits.loads_query(filters, "filters") if filters is not None else None
     page = bootstrap.container().records.list(
         caller_of(app),
         memory_id,
@@ -76,24 +70,41 @@ def handle_get_record(
     return respond(presenters.record(view))
 
 
-@app.patch("/v1/memories/<memory_id>/records/<record_id>", summary="Revise: append a version", tags=["records"])
-def handle_revise_record(memory_id: str, record_id: str, body: schemas.RecordRevise) -> Response[schemas.RecordOut]:
+# A revise or forget answers the record to a reader, and to a caller that may only write what it
+# sent and the server's stamps (RecordWritten).
+WRITTEN_SHAPE: dict[int, Any] = {
+    200: {"description": "the record (RecordOut); to a caller without read, RecordWritten",
+          "content": {"application/json": {"model": schemas.RecordOut | schemas.RecordWritten}}}
+}
+
+
+def _written(view: Any) -> Response:
+    body = json.dumps(presenters.written_record(view), separators=(",", ":"))
+    return Response(status_code=200, content_type=JSON, body=body)
+
+
+@app.patch(
+    "/v1/memories/<memory_id>/records/<record_id>", summary="Revise: append a version", tags=["records"],
+    responses=WRITTEN_SHAPE,
+)
+def handle_revise_record(memory_id: str, record_id: str, body: schemas.RecordRevise):
     changes = inputs.revision(body)
     view = bootstrap.container().records.revise(caller_of(app), memory_id, record_id, changes,
                                                 inputs.write_terms(body))
-    return respond(presenters.record(view))
+    return _written(view)
 
 
 @app.delete(
     "/v1/memories/<memory_id>/records/<record_id>",
     summary="Forget: close a record (an optional JSON body carries conditions and origin)",
     tags=["records"],
+    responses=WRITTEN_SHAPE,
 )
-def handle_forget_record(memory_id: str, record_id: str) -> Response[schemas.RecordOut]:
+def handle_forget_record(memory_id: str, record_id: str):
     raw = app.current_event.body
     body = schemas.RecordForget.model_validate(app.current_event.json_body) if raw else None
     view = bootstrap.container().records.forget(caller_of(app), memory_id, record_id, inputs.write_terms(body))
-    return respond(presenters.record(view))
+    return _written(view)
 
 
 @app.get(

@@ -90,7 +90,8 @@ def erase_records(state: s.EraseResolved) -> s.RecordsErased:
 
 @step(s.EraseResolved)
 def finish_erase(state: s.EraseResolved) -> s.JobStepDone:
-    job = _removal().finish_erase(state.tenant, state.job_id, state.targets.to_domain().versions)
+    targets = state.targets.to_domain()
+    job = _removal().finish_erase(state.tenant, state.job_id, targets.versions, targets.files)
     return s.JobStepDone(status=job.status)
 
 

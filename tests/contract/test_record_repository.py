@@ -278,6 +278,21 @@ def test_scan_active_is_current_active_versions_newest_first_and_resumable(repos
     assert repos.memories.get(ACME, m.id).record_count == 6
 
 
+def test_active_after_is_current_active_versions_oldest_first_from_a_position(repos: Repositories) -> None:
+    m = add(repos, 1)
+    records = [first(i, m.id, 10 * i) for i in range(1, 8)]
+    for r in records:
+        repos.records.append_first(r)
+    v3b = revise(repos, records[2], 30, 100, "revised")
+    repos.records.close(records[4], forgotten(records[4], 110))
+
+    positions, found = drain(repos.records.active_after(ACME, m.id, None))
+    assert found == [rid(1), rid(2), rid(4), rid(6), rid(7), v3b.id]
+    for k, position in enumerate(positions):
+        _, rest = drain(repos.records.active_after(ACME, m.id, position))
+        assert rest == found[k + 1:]
+
+
 def test_scan_versions_is_every_version_newest_first_and_resumable(repos: Repositories) -> None:
     m = add(repos, 1)
     v1 = first(1, m.id, 10)

@@ -5,7 +5,7 @@ tests/contract run both against the same tests.
 The fakes over one tree share its lock and its partitions: build them on one InMemoryMemoryRepository,
 as the DynamoDB adapters share one table."""
 
-from tests.fakes.consolidation import InMemoryRunRepository
+from tests.fakes.consolidation import InMemoryRunRepository, ScanningNeighbours
 from tests.fakes.files import InMemoryFileRepository, InMemoryObjectStore
 from tests.fakes.harnesses import InMemoryAttachmentRepository
 from tests.fakes.jobs import ExecutionAlreadyExists, InMemoryJobRepository, InMemoryWorkflowRunner
@@ -35,4 +35,5 @@ __all__ = [
     "InMemoryRunRepository",
     "InMemoryTypeRepository",
     "InMemoryWorkflowRunner",
+    "ScanningNeighbours",
 ]

@@ -84,3 +84,12 @@ class InMemoryFileRepository:
         stored = self.files.get((tenant, file_id))
         if stored is not None:
             self.files[(tenant, file_id)] = replace(stored, status=status)
+
+    def hold(self, tenant: str, file_id: str, memory_id: str, record_id: str) -> None:
+        stored = self.files.get((tenant, file_id))
+        if stored is not None:
+            self.files[(tenant, file_id)] = replace(stored, status="attached", memory_id=memory_id,
+                                                    record_id=record_id)
+
+    def delete(self, tenant: str, file_id: str) -> None:
+        self.files.pop((tenant, file_id), None)

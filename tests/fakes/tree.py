@@ -203,6 +203,11 @@ class InMemoryRecordRepository:
             if version.is_current and version.status == "active":
                 yield position, version
 
+    def active_after(self, tenant: str, memory_id: str, after: str | None) -> Iterator[tuple[str, RecordVersion]]:
+        for position, version in reversed(self._newest_first(tenant, memory_id)):
+            if (after is None or position > after) and version.is_current and version.status == "active":
+                yield position, version
+
     def scan_versions(
         self, tenant: str, memory_id: str, after: str | None, written_up_to: str | None
     ) -> Iterator[tuple[str, RecordVersion]]:

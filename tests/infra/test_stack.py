@@ -356,6 +356,7 @@ def test_the_functions_that_index_search_or_embed_are_exactly_those_the_code_pat
         "recall",
         "queries",
         "operations",  # a write operation revises (indexes after the commit); a read one may run a recall
+        "steps.consolidate",  # asks the index for each new record's neighbours, indexes what it changes
         "indexer",
         "steps.erase_from_index",
         "steps.purge_subtree",

@@ -28,7 +28,9 @@ def test_a_run_forgets_exact_repeats_and_says_so(alice: Client) -> None:
     assert run["changes"] == {"created": 0, "superseded": 0, "forgotten": 1}
     assert run["read"]["records"] == 3
     assert run["written_by"] == {"kind": "consolidator", "id": "native"}
-    assert run["budget"] == {"limit": 1000, "unit": "records", "exhausted": False}
+    assert run["budget"] == {"limit": 250_000, "unit": "tokens", "exhausted": False}
+    assert run["usage"]["input_tokens"] > 0  # MiniLM tokens of the three texts read
+    assert run["usage"]["output_tokens"] == 0
     active = {r["id"] for r in alice.get(f"/v1/memories/{memory['id']}/records").json()["data"]}
     assert active == {first["id"], other["id"]}
     changes = alice.get(RUNS.format(memory["id"]) + f"/{run['id']}/changes").json()["data"]
@@ -84,7 +86,7 @@ def test_runs_need_write_to_start_and_read_to_see(alice: Client, make_client: Cl
     stranger = make_client("user:stranger")
     assert error_code(stranger.get(RUNS.format(memory["id"]))) == "memory_not_found"
     assert error_code(alice.get(RUNS.format(memory["id"]) + f"/hcon_{'0' * 32}")) == "memory_consolidation_not_found"
-    for budget in ({"limit": 0}, {"limit": 10_001}, {"limit": 5, "unit": "tokens"}):
+    for budget in ({"limit": 0}, {"limit": 10_000_001}, {"limit": 5, "unit": "records"}):
         assert alice.post(RUNS.format(memory["id"]), {"budget": budget}).status_code == 422
 
 
@@ -143,3 +145,85 @@ def test_after_a_revert_every_changed_id_is_readable_and_the_memory_holds_what_i
         assert answer.json() == change["record"]
     assert _held(alice, mid) == before
     assert alice.get(f"/v1/memories/{mid}").json()["records"]["count"] == len(before)
+
+
+def _records(client: Client, memory_id: str) -> dict[str, dict[str, Any]]:
+    listed = client.get(f"/v1/memories/{memory_id}/records", limit=100).json()["data"]
+    return {r["content"]: r for r in listed}
+
+
+def test_a_run_merges_near_duplicates_supersedes_restatements_and_expires_and_revert_undoes_it_all(
+    alice: Client,
+) -> None:
+    memory = alice.create_memory("Facts")
+    post = f"/v1/memories/{memory['id']}/records"
+    kept = alice.remember(memory["id"], "Acme renews its contract every March.")
+    near = alice.remember(memory["id"], "Acme renews its contract every March!")
+    alice.remember(memory["id"], "Acme never renews its contract in March.")  # a near miss: kept
+    alice.remember(memory["id"], "Globex renews its contract every March.")  # another subject: kept
+    march = alice.post(post, {"type": "fact", "content": "Acme's renewal month is March.",
+                              "attributes": {"key": "acme.renewal"}, "time": {"valid_from": "2026-01-01T00:00:00Z"}})
+    april = alice.post(post, {"type": "fact", "content": "Acme's renewal month is April.",
+                              "attributes": {"key": "acme.renewal"}, "time": {"valid_from": "2026-06-01T00:00:00Z"}})
+    expired = alice.post(post, {"type": "fact", "content": "The 2025 price list applies.",
+                                "time": {"valid_from": "2025-01-01T00:00:00Z", "valid_to": "2025-12-31T00:00:00Z"}})
+    episode = alice.post(f"/v1/memories/{memory['id']}/observe", {"episodes": [{"content": "user: hi"}] * 2})
+    assert all(a.status_code in (200, 201) for a in (march, april, expired, episode))
+    before = _records(alice, memory["id"])
+
+    run = _start(alice, memory["id"])
+    assert run["status"] == "completed"
+    # near duplicate + restated newer + expired are forgotten; the restated chain gains a version
+    assert run["changes"] == {"created": 1, "superseded": 1, "forgotten": 3}
+    after = _records(alice, memory["id"])
+    assert set(after) == {
+        "Acme renews its contract every March.", "Acme never renews its contract in March.",
+        "Globex renews its contract every March.", "Acme's renewal month is April.", "user: hi",
+    }
+    assert after["Acme renews its contract every March."]["id"] == kept["id"]
+    assert near["id"] not in {r["id"] for r in after.values()}
+    assert sum(r["content"] == "user: hi" for r in alice.get(
+        f"/v1/memories/{memory['id']}/records", limit=100).json()["data"]) == 2  # episodes are events
+    restated = after["Acme's renewal month is April."]
+    history = alice.get(f"/v1/memories/{memory['id']}/records/{restated['id']}/history").json()["data"]
+    assert [v["content"] for v in history] == ["Acme's renewal month is March.", "Acme's renewal month is April."]
+    assert restated["written_by"] == {"kind": "consolidator", "id": "native"}
+    assert restated["origin"] == {"run_id": run["id"]}
+    changes = alice.get(RUNS.format(memory["id"]) + f"/{run['id']}/changes").json()["data"]
+    forgotten = [c["record"] for c in changes if c["action"] == "forgotten"]
+    assert all(r["forgotten_by"]["origin"] == {"run_id": run["id"]} for r in forgotten)
+
+    reverted = alice.post(RUNS.format(memory["id"]) + f"/{run['id']}/revert")
+    assert reverted.status_code == 200, reverted.text
+    restored = _records(alice, memory["id"])
+    shape = {k: (v["type"], v["attributes"], v["time"]["valid_from"], v["time"]["valid_to"]) for k, v in before.items()}
+    assert {k: (v["type"], v["attributes"], v["time"]["valid_from"], v["time"]["valid_to"])
+            for k, v in restored.items()} == shape
+    # The revert's restorations are the consolidator's own versions: the next run does not undo the revert.
+    again = _start(alice, memory["id"])
+    assert again["changes"] == {"created": 0, "superseded": 0, "forgotten": 0}
+
+
+def test_a_run_is_many_bounded_steps_of_the_state_machine(alice: Client, monkeypatch: Any) -> None:
+    """Each step reads at most STEP_RECORDS records; the state machine runs another while the run answers
+    running. (The gateway runs in this process, so the bound can be made small here.)"""
+    from uhp_memories.domain import consolidation
+
+    steps: list[int] = []
+    real = consolidation.ConsolidationService.consolidate
+
+    def counted(self: Any, tenant: str, memory_id: str, run_id: str) -> Any:
+        run = real(self, tenant, memory_id, run_id)
+        steps.append(run.records_read)
+        return run
+
+    monkeypatch.setattr(consolidation, "STEP_RECORDS", 3)
+    monkeypatch.setattr(consolidation.ConsolidationService, "consolidate", counted)
+    memory = alice.create_memory("Facts")
+    for n in (0, 1, 2, 3, 4, 5, 6, 0):
+        alice.remember(memory["id"], f"fact number {n} about nothing in particular")
+    run = _start(alice, memory["id"])
+    assert run["status"] == "completed"
+    assert run["read"]["records"] == 8
+    assert run["changes"]["forgotten"] == 1  # the repeat, found in the third step against the first's record
+    assert steps == [3, 6, 8]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import InMemoryMemoryRepository, InMemoryRunRepository
+from tests.fakes import InMemoryMemoryRepository, InMemoryRecordRepository, InMemoryRunRepository, ScanningNeighbours
 from tests.unit.conftest import World, caller
 from uhp_memories.domain.consolidation import Change, ConsolidationService, Run
 from uhp_memories.domain.records import RecordInput
@@ -23,10 +23,20 @@ class InlineWorkflows:
 
     def start(self, workflow: str, execution_name: str, payload: dict[str, Any]) -> None:
         assert self.service is not None
-        self.service.consolidate(payload["tenant"], payload["memory_id"], payload["run_id"])
+        while True:  # as the state machine does: another step while the run answers running
+            run = self.service.consolidate(payload["tenant"], payload["memory_id"], payload["run_id"])
+            if run is None or run.status != "running":
+                return
 
     def wait(self, execution_name: str, workflow: str, seconds: float) -> str:
         return "SUCCEEDED"
+
+
+def neighbours_of(world: World) -> Any:
+    records = world.ports.records
+    assert isinstance(records, InMemoryRecordRepository)
+    found = ScanningNeighbours(records)
+    return lambda: found
 
 
 @pytest.fixture
@@ -39,7 +49,7 @@ def runs(world: World) -> InMemoryRunRepository:
 @pytest.fixture
 def consolidation(world: World, runs: InMemoryRunRepository) -> ConsolidationService:
     workflows = InlineWorkflows()
-    service = ConsolidationService(world.ports, runs, workflows, wait_seconds=0)
+    service = ConsolidationService(world.ports, runs, workflows, wait_seconds=0, neighbours=neighbours_of(world))
     workflows.service = service
     return service
 
@@ -148,7 +158,8 @@ class PendingWorkflows:
 @pytest.fixture
 def pending(world: World, runs: InMemoryRunRepository) -> tuple[ConsolidationService, PendingWorkflows]:
     workflows = PendingWorkflows()
-    return ConsolidationService(world.ports, runs, workflows, wait_seconds=0), workflows
+    service = ConsolidationService(world.ports, runs, workflows, wait_seconds=0, neighbours=neighbours_of(world))
+    return service, workflows
 
 
 def test_start_answers_a_running_run_and_starts_its_workflow_with_the_run_named(

@@ -36,6 +36,7 @@ ANSWERED = {
     "MemoryUnavailable": 503,
     "WriteContended": 503,  # writes to one memory's files kept colliding (docs/file-memory.md)
     "QueryNotEmbedded": 503,
+    "RequestTooLarge": 413,  # a body past what a Lambda invocation carries (api/json_limits.py)
 }
 
 

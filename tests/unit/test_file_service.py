@@ -183,9 +183,11 @@ def test_another_callers_file_cannot_be_attached(setup: Setup) -> None:
 def test_a_released_upload_is_gone_and_its_file_cannot_be_attached_again(setup: Setup) -> None:
     stored = setup.files.upload(ALICE, "notes.txt", "text/plain", b"x")
     setup.files.attach(ALICE, {"id": stored.id}, setup.memory_id, "hrec_" + "c" * 32)
-    setup.files.release_upload(ALICE, stored.id)
+    setup.files.release_upload(ALICE, stored.id, setup.memory_id, "hrec_" + "c" * 32)
     assert setup.uploads() == []
-    assert setup.repo.get("acme", stored.id) == replace(stored, status="attached")
+    assert setup.repo.get("acme", stored.id) == replace(
+        stored, status="attached", memory_id=setup.memory_id, record_id="hrec_" + "c" * 32
+    )
     with pytest.raises(MemoryInvalid, match="already held"):
         setup.files.attach(ALICE, {"id": stored.id}, setup.memory_id, "hrec_" + "d" * 32)
 

@@ -296,10 +296,10 @@ def raw_cursor(payload: Any) -> str:
 
 
 def test_a_cursor_round_trips_its_position() -> None:
-    cursor = cursors.encode("children", [1790000000000, "hmem_x"])
-    assert cursors.decode("children", cursor) == [1790000000000, "hmem_x"]
-    assert cursors.decode("children", cursor, (int, str)) == [1790000000000, "hmem_x"]
-    assert cursors.decode("children", None) is None
+    cursor = cursors.encode("children", [1790000000000, "hmem_x"], over="hmem_p")
+    assert cursors.decode("children", cursor, over="hmem_p") == [1790000000000, "hmem_x"]
+    assert cursors.decode("children", cursor, (int, str), over="hmem_p") == [1790000000000, "hmem_x"]
+    assert cursors.decode("children", None, over="hmem_p") is None
 
 
 @pytest.mark.parametrize(
@@ -317,7 +317,7 @@ def test_a_cursor_round_trips_its_position() -> None:
 )
 def test_a_cursor_not_made_by_this_listing_is_invalid(cursor: str) -> None:
     with pytest.raises(MemoryInvalid):
-        cursors.decode("children", cursor)
+        cursors.decode("children", cursor, over="hmem_p")
 
 
 @pytest.mark.parametrize(
@@ -337,7 +337,7 @@ def test_a_cursor_not_made_by_this_listing_is_invalid(cursor: str) -> None:
 )
 def test_a_tampered_position_of_the_wrong_shape_is_invalid(shape: Any, position: Any) -> None:
     with pytest.raises(MemoryInvalid):
-        cursors.decode("k", cursors.encode("k", position), shape)
+        cursors.decode("k", cursors.encode("k", position, over="m"), shape, over="m")
 
 
 def test_limits() -> None:

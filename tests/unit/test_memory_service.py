@@ -388,12 +388,12 @@ def test_a_cursor_from_another_listing_or_tampered_is_invalid(world: World) -> N
     bad_cursors = [
         "garbage",
         children_cursor[:-3],
-        cursors.encode("entry", [0, ""]),
-        cursors.encode("children", "x"),
-        cursors.encode("children", {"created_at": 0}),
-        cursors.encode("children", [0]),
-        cursors.encode("children", ["0", "hmem_"]),
-        cursors.encode("children", None),
+        cursors.encode("entry", [0, ""], over=root),
+        cursors.encode("children", "x", over=root),
+        cursors.encode("children", {"created_at": 0}, over=root),
+        cursors.encode("children", [0], over=root),
+        cursors.encode("children", ["0", "hmem_"], over=root),
+        cursors.encode("children", None, over=root),
     ]
     for bad in bad_cursors:
         with pytest.raises(MemoryInvalid):

@@ -408,8 +408,10 @@ def test_a_records_cursor_is_tied_to_its_listing(world: World, memory_id: str) -
         world.records.list(ALICE, memory_id, include="all", cursor=active_cursor)
     with pytest.raises(MemoryInvalid):
         world.records.list(ALICE, memory_id, as_of=now(world), cursor=active_cursor)
-    for tampered in ("garbage", cursors.encode("records:active:", 5), cursors.encode("records:active:", ["x"]),
-                     cursors.encode("records:active:", None), cursors.encode("children", [0, "x"])):
+    for tampered in ("garbage", cursors.encode("records:active:", 5, over=memory_id),
+                     cursors.encode("records:active:", ["x"], over=memory_id),
+                     cursors.encode("records:active:", None, over=memory_id),
+                     cursors.encode("children", [0, "x"], over=memory_id)):
         with pytest.raises(MemoryInvalid):
             world.records.list(ALICE, memory_id, cursor=tampered)
 
@@ -551,7 +553,7 @@ def test_snapshots_need_write_and_list_in_time_order(world: World, memory_id: st
             break
     assert seen == names
     with pytest.raises(MemoryInvalid):
-        world.records.list_snapshots(BOB, memory_id, cursor=cursors.encode("snapshots", "zeta"))
+        world.records.list_snapshots(BOB, memory_id, cursor=cursors.encode("snapshots", "zeta", over=memory_id))
 
 
 # -- history -------------------------------------------------------------------------------------
@@ -588,7 +590,8 @@ def test_history_paginates(world: World, memory_id: str) -> None:
         if cursor is None:
             break
     assert seen == list(range(1, 8))
-    for tampered in (cursors.encode("history", "2"), cursors.encode("history", True),
-                     cursors.encode("history", [2])):
+    over = f"{memory_id}/{current.chain_id}"
+    for tampered in (cursors.encode("history", "2", over=over), cursors.encode("history", True, over=over),
+                     cursors.encode("history", [2], over=over)):
         with pytest.raises(MemoryInvalid):
             world.records.history(ALICE, memory_id, current.id, cursor=tampered)

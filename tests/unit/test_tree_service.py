@@ -105,7 +105,7 @@ def test_paths_pages_with_a_cursor_of_its_own_directory(t: Tree) -> None:
     with pytest.raises(MemoryInvalid):  # a cursor of another directory's listing
         t.tree.paths(ALICE, t.memory_id, under="", cursor=first_page)
     with pytest.raises(MemoryInvalid):
-        t.tree.paths(ALICE, t.memory_id, cursor=cursors.encode("records:active:", "x"))
+        t.tree.paths(ALICE, t.memory_id, cursor=cursors.encode("records:active:", "x", over=t.memory_id))
 
 
 @pytest.mark.parametrize("under", ["d", "/d/", "d//", "../", "d/../"])
@@ -184,7 +184,7 @@ def test_a_cursor_of_another_memory_or_none_at_all_is_invalid(t: Tree) -> None:
     with pytest.raises(MemoryInvalid):
         t.changes(theirs)
     cut = encode_cursor(JournalCursor(t.memory_id, "0", 0, 0))[:-2]
-    for text in ("not-a-cursor", "", cursors.encode("paths:", "a.md"), cut):
+    for text in ("not-a-cursor", "", cursors.encode("paths:", "a.md", over=t.memory_id), cut):
         with pytest.raises(MemoryInvalid):
             t.changes(text)
 

@@ -44,7 +44,8 @@ from uhp_memories.domain.removal import RemovalService, Retention
 from uhp_memories.domain.tree import TreeService
 from uhp_memories.domain.turns import TurnService
 from uhp_memories.domain.types import TypeService
-from uhp_memories.search.engine import RecallEngine
+from uhp_memories.search.engine import RecallEngine, text_of
+from uhp_memories.search.neighbours import IndexNeighbours
 from uhp_memories.settings import Settings
 from uhp_memories.tokens import count_tokens
 
@@ -175,6 +176,11 @@ def free_query_index(engine: RecallEngine | None) -> Any:
     return FreeQueries(index.client, index.index_name) if isinstance(index, OpenSearchIndex) else None
 
 
+def neighbours_of(engine: RecallEngine | None) -> IndexNeighbours | None:
+    """A consolidation pass's view of the index (None where there is none: the pass then only reads)."""
+    return IndexNeighbours(engine) if engine is not None else None
+
+
 def build(
     settings: Settings,
     dynamodb_client: Any,
@@ -192,10 +198,11 @@ def build(
         clock=SystemClock(),
         ids=RandomIds(),
     )
-    files = FileService(ports, objects, DynamoFileRepository(table))
+    file_repository = DynamoFileRepository(table)
+    files = FileService(ports, objects, file_repository)
     paths = DynamoPathRepository(table)
     engine = recall_engine or lazy(lambda: build_recall_engine(settings))
-    memories = MemoryService(ports, objects, jobs.holds, engine)
+    memories = MemoryService(ports, objects, jobs.holds, engine, files=file_repository)
     types = TypeService(ports, DynamoTypeRepository(table), BUILTIN_TYPES)
     records = RecordService(ports, memories, files, engine, paths, types)
     recall = RecallService(ports, memories, records, engine, AbstainPolicy(settings.abstain_similarity))
@@ -224,6 +231,7 @@ def build(
         ),
         settings.workflow_wait_seconds,
         engine,
+        files=file_repository,
     )
     attachments = DynamoAttachmentRepository(table)
     harnesses = HarnessService(ports, attachments)
@@ -240,7 +248,14 @@ def build(
         records=records,
         recall=recall,
         consolidation=ConsolidationService(
-            ports, DynamoRunRepository(table), workflows, settings.workflow_wait_seconds, engine
+            ports,
+            DynamoRunRepository(table),
+            workflows,
+            settings.workflow_wait_seconds,
+            engine,
+            neighbours=lambda: neighbours_of(engine()),
+            count_tokens=count_tokens,
+            text_of=text_of,
         ),
         queries=QueryService(
             ports,

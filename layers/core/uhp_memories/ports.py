@@ -137,6 +137,11 @@ class RecordRepository(Protocol):
         """Every version, newest first, optionally only those written at or before an instant."""
         ...
 
+    def active_after(self, tenant: str, memory_id: str, after: str | None) -> Iterator[tuple[str, RecordVersion]]:
+        """Current active versions written after the position `after` ("<written_at>#<id>", None: from the
+        start), oldest first, each with its position, read a page at a time as iterated."""
+        ...
+
     def put_snapshot(self, snapshot: Snapshot) -> None:
         """Raises AlreadyExists when the memory already has a snapshot of that name, and TreeChanged
         when the memory is missing or being deleted."""

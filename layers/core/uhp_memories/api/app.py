@@ -3,6 +3,8 @@ the authorizer's context, and Idempotency-Key handling on writes."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import threading
 from collections.abc import Callable
@@ -22,7 +24,15 @@ from pydantic import BaseModel, ValidationError
 
 from uhp_memories import bootstrap
 from uhp_memories.adapters.dynamodb.idempotency import PackedDynamoDBPersistenceLayer
-from uhp_memories.api.errors import JSON, code_response, describe_validation_errors, domain_error_response, error_dict
+from uhp_memories.api import json_limits
+from uhp_memories.api.errors import (
+    JSON,
+    code_response,
+    describe_validation_errors,
+    domain_error_response,
+    error_dict,
+    status_of,
+)
 from uhp_memories.domain.errors import DomainError, Unauthenticated
 from uhp_memories.domain.models import Caller
 from uhp_memories.search.errors import SearchUnavailable
@@ -43,7 +53,9 @@ def make_resolver() -> APIGatewayRestResolver:
     # Powertools keeps the request being resolved on the class and on the app: right in Lambda (one
     # request per execution environment). The local gateway, a thread per request, installs
     # uhp_memories.local.patches.powertools_threads to keep it per thread.
-    app = APIGatewayRestResolver(enable_validation=True)
+    # Every JSON body a handler or Powertools' validation reads is parsed under the one JSON rule
+    # (api/json_limits.py): malformed JSON is 400 wherever it is read, never a 500.
+    app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=json_limits.loads)
 
     # Each answer's status comes from its code (api/errors.HTTP_STATUS), never from the error.
     @app.exception_handler(DomainError)
@@ -120,6 +132,26 @@ def _normalize_event(event: dict[str, Any]) -> dict[str, Any]:
     return event
 
 
+def _refused_body(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer to a body the JSON rule refuses, for every route before anything reads it (MCP's
+    body goes to its SDK unparsed by Powertools); None when the body may be read. A JSON body sent
+    base64-encoded (the local gateway does so with bytes that are not UTF-8) is decoded here, so
+    later readers see text. Multipart uploads are bytes, and only their own parser reads them."""
+    raw = event.get("body")
+    if not raw or event["headers"].get("content-type", "").startswith("multipart/"):
+        return None
+    try:
+        data: bytes | str = base64.b64decode(raw) if event.get("isBase64Encoded") else raw
+        text = json_limits.text_of(data)
+        json_limits.check(text)
+    except binascii.Error:
+        return error_dict(400, "invalid_request", "the request body is not valid base64")
+    except DomainError as refused:
+        return error_dict(status_of(refused.code), refused.code, refused.message)
+    event["body"], event["isBase64Encoded"] = text, False
+    return None
+
+
 def make_handler(app: APIGatewayRestResolver) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """The Lambda entry point for one function: plain resolution, or idempotent resolution when a
     write carries an Idempotency-Key."""
@@ -157,6 +189,9 @@ def make_handler(app: APIGatewayRestResolver) -> Callable[[dict[str, Any], Any],
 
     def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         event = _normalize_event(event)
+        refused = _refused_body(event)
+        if refused is not None:
+            return refused  # before the idempotency store: a refused request is never kept
         key = event["headers"].get(IDEMPOTENCY_HEADER)
         if event.get("httpMethod") not in WRITE_METHODS or not key:
             return app.resolve(event, context)

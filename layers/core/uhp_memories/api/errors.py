@@ -28,6 +28,7 @@ HTTP_STATUS: dict[str, int] = {
     "file_not_found": 404,
     "memory_conflict": 409,
     "memory_busy": 409,
+    "request_too_large": 413,
     "memory_invalid": 422,
     "memory_unsupported": 422,
     "internal_error": 500,

@@ -74,6 +74,18 @@ def record(view: RecordView) -> schemas.RecordOut:
     )
 
 
+def written_record(view: RecordView) -> dict[str, Any]:
+    """A revise's or forget's answer: the record, less what `view.withheld` names (a caller without
+    read is answered what it sent and the server's stamps, as schemas.RecordWritten describes)."""
+    out = record(view).model_dump(mode="json")
+    for name in view.withheld:
+        if name in ("valid_from", "valid_to"):
+            out["time"].pop(name, None)
+        else:
+            out.pop(name, None)
+    return out
+
+
 def record_page(page: Page) -> schemas.RecordList:
     return schemas.RecordList(data=[record(v) for v in page.items], next_cursor=page.next_cursor)
 
@@ -112,6 +124,7 @@ def job(j: Job) -> schemas.JobOut:
         status=j.status,  # type: ignore[arg-type]
         erased=[e["id"] for e in result["erased"]] if "erased" in result else None,
         erased_elsewhere=result.get("erased_elsewhere"),
+        erased_files=result.get("erased_files", []) if "erased" in result else None,
         unreachable=[schemas.UnreachableOut(**u) for u in result["unreachable"]] if "unreachable" in result else None,
         error=result.get("error"),
     )
@@ -158,8 +171,8 @@ def consolidation(run: Run) -> schemas.ConsolidationOut:
         finished_at=run.finished_at,
         read={"episodes": run.episodes_read, "records": run.records_read, "through": run.read_through},
         changes=counts,
-        usage={"records_read": run.records_read, "input_tokens": 0, "output_tokens": 0},
-        budget={"limit": run.budget_limit, "unit": "records", "exhausted": run.budget_exhausted},
+        usage={"input_tokens": run.tokens_read, "output_tokens": 0},
+        budget={"limit": run.budget_limit, "unit": "tokens", "exhausted": run.budget_exhausted},
         written_by=dict(CONSOLIDATOR),
         reverted_by=run.reverted_by,
         error=run.error,

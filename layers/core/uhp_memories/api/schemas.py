@@ -203,6 +203,35 @@ class RecordOut(BaseModel):
     trust: Literal["untrusted"] = "untrusted"
 
 
+class RecordWrittenTime(BaseModel):
+    valid_from: str | None = None
+    valid_to: str | None = None
+    written_at: str
+    invalidated_at: str | None
+
+
+class RecordWritten(BaseModel):
+    """A revise's or forget's answer to a caller with write and without read: the server's stamps
+    and what the caller sent, nothing it could not read (docs/decisions.md, "Write-only callers")."""
+
+    id: str
+    object: Literal["memory.record"] = "memory.record"
+    memory_id: str
+    version: int
+    status: Literal["active", "superseded", "forgotten"]
+    supersedes: str | None
+    time: RecordWrittenTime
+    type: str | None = None
+    content: str | dict[str, Any] | None = None
+    attributes: dict[str, Any] | None = None
+    written_by: WrittenBy | None = None
+    references: list[dict[str, Any]] | None = None
+    path: str | None = None
+    origin: dict[str, str] | None = None
+    forgotten_by: dict[str, Any] | None = None
+    trust: Literal["untrusted"] = "untrusted"
+
+
 class RecordList(BaseModel):
     object: Literal["list"] = "list"
     data: list[RecordOut]
@@ -270,6 +299,7 @@ class EraseOut(BaseModel):
     job_id: str
     erased: list[str]
     erased_elsewhere: int = Field(description="records derived from these in memories the caller cannot see")
+    erased_files: list[str] = Field(default_factory=list, description="the files the erased records held")
     unreachable: list[UnreachableOut]
 
 
@@ -282,6 +312,7 @@ class JobOut(BaseModel):
     records: list[RecordOut] = Field(default_factory=list)
     erased: list[str] | None = None
     erased_elsewhere: int | None = None
+    erased_files: list[str] | None = None
     unreachable: list[UnreachableOut] | None = None
     error: str | None = None
 
@@ -380,8 +411,8 @@ class FreeQueryIn(Strict):
 
 
 class BudgetIn(Strict):
-    limit: int = Field(ge=1, le=10_000, description="records a pass may read")
-    unit: Literal["records"] = "records"
+    limit: int = Field(ge=1, le=10_000_000, description="tokens a run may read (the MiniLM tokenizer's count)")
+    unit: Literal["tokens"] = "tokens"
 
 
 class ConsolidationStart(Strict):
@@ -389,8 +420,8 @@ class ConsolidationStart(Strict):
 
 
 class ConsolidationOut(BaseModel):
-    """§9.2. Times in epoch seconds; the budget is counted in records (the native consolidator runs
-    no model, so it uses no tokens)."""
+    """§9.2. Times in epoch seconds; the budget is counted in tokens of what the run read (the native
+    consolidator runs no model: `usage.output_tokens` is 0)."""
 
     id: str
     object: Literal["memory.consolidation"] = "memory.consolidation"

@@ -1,26 +1,33 @@
 """Consolidation runs (§9.2): background work that rewrites what a memory holds, made visible,
 bounded and reversible.
 
-The native consolidator derives nothing (derivation: none) and runs no model. Each pass reads the
-memory's current records written since the last pass (`read.through`), oldest first, within a
-budget counted in records, and forgets every record that repeats an earlier current one exactly
-(same type, same text once whitespace and case are folded, same attributes). A pass whose budget
-runs out stops; the next resumes after `read.through`. Revert appends: each record the run forgot
-becomes current again as a new version, written by the consolidator.
+The native consolidator runs no model. A run reads the memory's current records written since the
+last run (`read.through`, resumed at the exact record), oldest first, a step at a time (at most
+STEP_RECORDS records per step, so no step reads the whole memory and each fits a Lambda), within a
+budget in tokens (the MiniLM tokenizer's count of each record's text: `usage.input_tokens`). For
+each record it asks the search index for its neighbours in the memory (never a scan of the memory)
+and applies the rules of domain/merging.py:
+- a repeat or a near duplicate of an older current record is forgotten (the older one stays);
+- a restatement of an older record's `attributes.key` with a later `valid_from` supersedes it: the
+  older chain takes the newer statement as its next version, and the newer record is forgotten;
+and, each step, it forgets current records whose `valid_to` has passed (found by the index's filter).
+Every record a run writes or forgets is stamped with the consolidator and `origin.run_id`. A run
+whose budget runs out stops; the next resumes after `read.through`. Revert appends: each record the
+run forgot or superseded is current again as a new version, each one it created is forgotten.
 
-A run executes in the consolidation state machine (uhp_memories/workflows/consolidate.asl.json) and
-holds its memory while it runs: a move or a delete answers memory_busy.
+A run executes in the consolidation state machine (uhp_memories/workflows/consolidate.asl.json),
+which runs the consolidate step again while it answers `running`, and holds its memory while it
+runs: a move or a delete answers memory_busy.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+import builtins
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from uhp_memories.domain import cursors
+from uhp_memories.domain import cursors, merging
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import DomainError, MemoryConflict, MemoryInvalid, StaleVersion
 from uhp_memories.domain.jobs import WorkflowRunner
@@ -30,8 +37,12 @@ from uhp_memories.domain.records import ID_PATTERN, VersionIndex, index_after_co
 from uhp_memories.domain.timefmt import format_ms
 
 CONSOLIDATOR = {"kind": "consolidator", "id": "native"}
-DEFAULT_BUDGET = 1_000
-MAX_BUDGET = 10_000
+DEFAULT_BUDGET = 250_000  # tokens
+MAX_BUDGET = 10_000_000
+STEP_RECORDS = 200  # new records one step reads: a step's work is bounded whatever the memory's size
+EXPIRED_PER_STEP = 100
+NEIGHBOURS = 5  # the most similar records a new record is compared with
+SUBJECT_PEERS = 10  # the records of the same attributes.key a new record is compared with
 
 
 class RunNotFound(DomainError):
@@ -62,6 +73,8 @@ class Run:
     episodes_read: int = 0
     records_read: int = 0
     read_through: str | None = None
+    read_position: str | None = None  # the last record read, exactly ("<written_at>#<id>"): where to resume
+    tokens_read: int = 0
     budget_exhausted: bool = False
     changes: tuple[Change, ...] = ()
     reverted_by: str | None = None
@@ -87,17 +100,32 @@ class RunRepository(Protocol):
         ...
 
 
+class Neighbours(Protocol):
+    """What a pass asks the search index instead of reading the memory (search/neighbours.py)."""
+
+    def similar(self, record: RecordVersion, limit: int) -> list[tuple[str, float]]:
+        """Current records of the record's memory and type most like it: (record_id, cosine similarity)."""
+        ...
+
+    def same_subject(self, record: RecordVersion, key: str, limit: int) -> list[str]:
+        """Current records of the record's memory and type whose attributes.key is `key`."""
+        ...
+
+    def expired(self, tenant: str, memory_id: str, now: str, limit: int) -> list[str]:
+        """Current records of the memory whose valid_to is before `now`."""
+        ...
+
+
 @dataclass
-class _Pass:
-    kept: dict[tuple[str, str, str], RecordVersion] = field(default_factory=dict)
-    changes: list[Change] = field(default_factory=list)
+class _Step:
+    """What one step decided, before it writes anything."""
 
+    forget: list[RecordVersion]
+    supersede: list[tuple[RecordVersion, RecordVersion]]  # (older, newer): older's chain takes newer's statement
+    touched: set[str]  # chains this step changes: each at most once
 
-def identity(record: RecordVersion) -> tuple[str, str, str]:
-    """What makes two records say the same thing, for the duplicate rule."""
-    content = record.content
-    text = re.sub(r"\s+", " ", content).strip().casefold() if isinstance(content, str) else json.dumps(content)
-    return record.type, text, json.dumps(record.attributes, sort_keys=True)
+    def taken(self, record: RecordVersion) -> bool:
+        return record.chain_id in self.touched
 
 
 class ConsolidationService:
@@ -108,12 +136,18 @@ class ConsolidationService:
         workflows: WorkflowRunner,
         wait_seconds: float,
         index: Callable[[], VersionIndex | None] | None = None,
+        neighbours: Callable[[], Neighbours | None] | None = None,
+        count_tokens: Callable[[str], int] | None = None,
+        text_of: Callable[[RecordVersion], str] | None = None,
     ) -> None:
         self._ports = ports
         self._runs = runs
         self._workflows = workflows
         self.wait_seconds = wait_seconds
         self._index = index
+        self._neighbours = neighbours or (lambda: None)
+        self._count = count_tokens or (lambda text: len(text.split()))
+        self._text = text_of or (lambda r: r.content if isinstance(r.content, str) else "")
 
     # -- API ---------------------------------------------------------------------------------
 
@@ -122,7 +156,7 @@ class ConsolidationService:
         self._ports.access(caller).require(memory_id, "write")
         limit = DEFAULT_BUDGET if budget is None else budget
         if not 1 <= limit <= MAX_BUDGET:
-            raise MemoryInvalid(f"budget.limit is 1 to {MAX_BUDGET} records")
+            raise MemoryInvalid(f"budget.limit is 1 to {MAX_BUDGET} tokens")
         if any(r.status in ("queued", "running") for r in self._runs.list(caller.tenant, memory_id)):
             raise MemoryConflict("a consolidation run of this memory is already running")
         run = Run(
@@ -145,15 +179,19 @@ class ConsolidationService:
         self._ports.access(caller).require(memory_id, "read")
         size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
         runs = sorted(self._runs.list(caller.tenant, memory_id), key=lambda r: (r.started_at, r.id), reverse=True)
-        after = cursors.decode("consolidations", cursor, shape=(int, str))
+        after = cursors.decode("consolidations", cursor, shape=(int, str), over=memory_id)
         if after is not None:
             runs = [r for r in runs if [r.started_at, r.id] < after]
         page = runs[:size]
         more = len(runs) > size
-        return Page(page, cursors.encode("consolidations", [page[-1].started_at, page[-1].id]) if more else None)
+        position = [page[-1].started_at, page[-1].id] if more else None
+        return Page(page, cursors.encode("consolidations", position, over=memory_id) if more else None)
 
     def get(self, caller: Caller, memory_id: str, run_id: str) -> Run:
         self._ports.access(caller).require(memory_id, "read")
+        return self._run(caller, memory_id, run_id)
+
+    def _run(self, caller: Caller, memory_id: str, run_id: str) -> Run:
         run = self._runs.get(caller.tenant, memory_id, run_id) if ID_PATTERN.match(run_id) else None
         if run is None:
             raise RunNotFound(run_id)
@@ -164,9 +202,12 @@ class ConsolidationService:
         holding what it held before the run, and each record it created is forgotten, so the memory
         holds again what it held before the run. Every version the run's change list names stays in
         its chain (readable by its id, with its status). A record someone changed after the run is
-        left as it is: undoing the run must not undo their change."""
+        left as it is: undoing the run must not undo their change.
+
+        Needs write, as starting a run does, and not read: the answer is the run (counts, never
+        content or record ids), and what it restores a writer could have written back itself."""
         self._ports.access(caller).require(memory_id, "write")
-        run = self.get(caller, memory_id, run_id)
+        run = self._run(caller, memory_id, run_id)
         if run.status in ("queued", "running"):
             raise MemoryConflict("a run is reverted once it has finished")
         if run.reverted_by is not None:
@@ -232,76 +273,158 @@ class ConsolidationService:
             content=holding.content, attributes=holding.attributes, valid_from=holding.valid_from,
             valid_to=holding.valid_to, references=holding.references,
             supersedes=latest.id, superseded_by=None, written_at=now, invalidated_at=None,
-            written_by=CONSOLIDATOR,
+            written_by=CONSOLIDATOR, origin=None,
         )
 
     # -- the workflow's steps ----------------------------------------------------------------
 
     def consolidate(self, tenant: str, memory_id: str, run_id: str) -> Run | None:
-        """One pass of a started run; the run as the pass left it (None: no such run). A retried step
-        after the pass finished changes nothing and answers the finished run."""
+        """One step of a started run; the run as the step left it (None: no such run). `running` asks
+        for another step. A retried step after the run finished changes nothing and answers it."""
         run = self._runs.get(tenant, memory_id, run_id)
         if run is None or run.status not in ("queued", "running"):
             return run
-        earlier = [r for r in self._runs.list(tenant, memory_id)
-                   if r.id != run.id and r.status in ("completed", "stopped") and r.read_through]
-        through = max((r.read_through for r in earlier if r.read_through), default=None)
-        oldest_first = sorted(
-            (v for _, v in self._ports.records.scan_active(tenant, memory_id, None)),
-            key=lambda v: (v.written_at, v.id),
-        )
-        work = _Pass()
-        read = episodes = 0
-        last_read = through
-        exhausted = False
-        doomed: list[RecordVersion] = []
-        for version in oldest_first:
-            if version.path is not None:
-                # A file is its writer's, kept compare-and-swap: two files with the same text at two
-                # paths are two files, and a pass never forgets one (or has to bring one back).
-                continue
-            key = identity(version)
-            if through is not None and version.written_at <= through:
-                work.kept.setdefault(key, version)
-                continue
-            if read >= run.budget_limit:
+        position = run.read_position if run.read_position is not None else self._resume_point(run)
+        neighbours = self._neighbours()
+        step = _Step([], [], set())
+        tokens_left = run.budget_limit - run.tokens_read
+        read = episodes = tokens = 0
+        through, exhausted, more = run.read_through, False, False
+        for seen, record in self._ports.records.active_after(tenant, memory_id, position):
+            if read == STEP_RECORDS:
+                more = True
+                break
+            cost = self._count(self._text(record))
+            if cost > tokens_left - tokens:
                 exhausted = True
                 break
-            read += 1
-            episodes += version.type == "episode"
-            last_read = version.written_at
-            if key in work.kept:
-                doomed.append(version)
-            else:
-                work.kept[key] = version
-        # Write ahead: the run names every change before making it, so a pass cut short can still be
-        # reverted (revert skips a named record that was never forgotten).
-        planned = {c.record_id: c for c in run.changes}
-        planned.update({v.id: Change(v.id, "forgotten", v.chain_id) for v in doomed})
-        run = run.evolve(changes=tuple(planned.values()))
-        self._runs.save(run, release=False)
-        closed_versions = []
-        for version in doomed:
-            closed = version.evolve(status="forgotten", invalidated_at=format_ms(self._ports.clock.now_ms()))
-            try:
-                self._ports.records.close(version, closed)
-            except StaleVersion:
-                planned.pop(version.id, None)  # changed by someone since it was read: left alone
-                continue
-            closed_versions.append(closed)
-        index_after_commit(self._index, closed_versions)
-        work.changes = list(planned.values())
-        finished = run.evolve(
-            status="stopped" if exhausted else "completed",
-            finished_at=self._ports.clock.now_ms() // 1000,
-            records_read=read,
-            episodes_read=episodes,
-            read_through=last_read,
-            budget_exhausted=exhausted,
-            changes=tuple(work.changes),
+            read, tokens, position, through = read + 1, tokens + cost, seen, record.written_at
+            episodes += record.type == "episode"
+            # The consolidator's own versions (a run's conclusions, a revert's restorations) are compared
+            # with, never reconsidered: a revert must not be undone by the next run.
+            ours = record.written_by == CONSOLIDATOR
+            if neighbours is not None and not ours and merging.eligible(record) and not step.taken(record):
+                self._decide(record, neighbours, step)
+        if neighbours is not None and not exhausted:
+            now = format_ms(self._ports.clock.now_ms())
+            expired_ids = neighbours.expired(tenant, memory_id, now, EXPIRED_PER_STEP)
+            found = self._ports.records.get_many(tenant, memory_id, expired_ids)
+            for record in (found[i] for i in expired_ids if i in found):
+                expired = record.valid_to is not None and record.valid_to < now
+                ours = record.written_by == CONSOLIDATOR
+                if expired and not ours and merging.eligible(record) and not step.taken(record):
+                    step.forget.append(record)
+                    step.touched.add(record.chain_id)
+            more = more or len(expired_ids) == EXPIRED_PER_STEP
+        run = run.evolve(
+            records_read=run.records_read + read,
+            episodes_read=run.episodes_read + episodes,
+            tokens_read=run.tokens_read + tokens,
+            read_through=through,
+            read_position=position,
         )
-        self._runs.save(finished, release=True)
-        return finished
+        run = self._apply(run, step)
+        if exhausted or not more:
+            run = run.evolve(
+                status="stopped" if exhausted else "completed",
+                finished_at=self._ports.clock.now_ms() // 1000,
+                budget_exhausted=exhausted,
+            )
+        self._runs.save(run, release=run.status != "running")
+        return run
+
+    def _resume_point(self, run: Run) -> str | None:
+        """Where the last finished run stopped reading."""
+        earlier = [r for r in self._runs.list(run.tenant, run.memory_id)
+                   if r.id != run.id and r.status in ("completed", "stopped") and r.read_position]
+        return max((r.read_position for r in earlier if r.read_position), default=None)
+
+    def _decide(self, record: RecordVersion, neighbours: Neighbours, step: _Step) -> None:
+        """Compare a new record with older current ones its neighbours name (read back from the table). A
+        record that names its subject is first compared with that subject's records: "March" then
+        "April" is a restatement, however alike the two sentences are."""
+        key = merging.subject(record)
+        if key is not None:
+            ids = neighbours.same_subject(record, key, SUBJECT_PEERS)
+            peers = [p for p, _ in self._older_peers(record, [(i, 0.0) for i in ids], step)]
+            if any(merging.repeats(record, p) for p in peers):
+                step.forget.append(record)
+                step.touched.add(record.chain_id)
+                return
+            restated = [p for p in peers if merging.restates(record, p)]
+            if restated:
+                latest = max(restated, key=lambda p: (p.valid_from or p.written_at, p.written_at))
+                step.supersede.append((latest, record))
+                step.touched.update({latest.chain_id, record.chain_id})
+            return
+        for peer, similarity in self._older_peers(record, neighbours.similar(record, NEIGHBOURS), step):
+            if merging.repeats(record, peer) or merging.near_duplicate(record, peer, similarity):
+                step.forget.append(record)
+                step.touched.add(record.chain_id)
+                return
+
+    def _older_peers(
+        self, record: RecordVersion, hits: Sequence[tuple[str, float]], step: _Step
+    ) -> builtins.list[tuple[RecordVersion, float]]:
+        """The hits that are current records written before this one, not changed by this step."""
+        found = self._ports.records.get_many(record.tenant, record.memory_id, [i for i, _ in hits if i != record.id])
+        peers = []
+        for record_id, similarity in hits:
+            peer = found.get(record_id)
+            if peer is None or not merging.eligible(peer) or step.taken(peer):
+                continue
+            if (peer.written_at, peer.id) < (record.written_at, record.id):
+                peers.append((peer, similarity))
+        return peers
+
+    def _apply(self, run: Run, step: _Step) -> Run:
+        """Write ahead (the run names every change before making it, so a step cut short can still be
+        reverted: revert skips a named change never made), then make the changes."""
+        now = format_ms(self._ports.clock.now_ms())
+        origin = {"run_id": run.id}
+        revisions = {older.id: self._ports.ids.new("hrec_") for older, _ in step.supersede}
+        planned: dict[str, Change] = {c.record_id: c for c in run.changes}
+        for older, newer in step.supersede:
+            planned[older.id] = Change(older.id, "superseded", older.chain_id)
+            planned[revisions[older.id]] = Change(revisions[older.id], "created", older.chain_id)
+            planned[newer.id] = Change(newer.id, "forgotten", newer.chain_id)
+        for record in step.forget:
+            planned[record.id] = Change(record.id, "forgotten", record.chain_id)
+        self._runs.save(run.evolve(changes=tuple(planned.values())), release=False)
+        written: builtins.list[RecordVersion] = []
+        for older, newer in step.supersede:
+            revision = older.evolve(
+                id=revisions[older.id], version=older.version + 1, status="active", content=newer.content,
+                attributes=newer.attributes, valid_from=newer.valid_from, valid_to=newer.valid_to,
+                references=newer.references, projection=newer.projection, supersedes=older.id,
+                superseded_by=None, written_at=now, invalidated_at=None, written_by=CONSOLIDATOR, origin=origin,
+            )
+            closed = older.evolve(status="superseded", superseded_by=revision.id, invalidated_at=now)
+            try:
+                self._ports.records.append_revision(closed, revision)
+            except StaleVersion:  # changed by someone since it was read: left alone
+                for dropped in (older.id, revision.id, newer.id):
+                    planned.pop(dropped, None)
+                continue
+            written += [closed, revision]
+            written += self._forget_one(newer, now, origin, planned)
+        for record in step.forget:
+            written += self._forget_one(record, now, origin, planned)
+        index_after_commit(self._index, written)
+        return run.evolve(changes=tuple(planned.values()))
+
+    def _forget_one(
+        self, record: RecordVersion, now: str, origin: dict[str, str], planned: dict[str, Change]
+    ) -> builtins.list[RecordVersion]:
+        closed = record.evolve(
+            status="forgotten", invalidated_at=now, forgotten_by={"written_by": CONSOLIDATOR, "origin": origin}
+        )
+        try:
+            self._ports.records.close(record, closed)
+        except StaleVersion:
+            planned.pop(record.id, None)
+            return []
+        return [closed]
 
     def record_failure(self, tenant: str, memory_id: str, run_id: str, error: str) -> None:
         """The pass kept failing after its retries: the run fails with `error` and frees its memory.

@@ -1,4 +1,7 @@
-"""Opaque cursors: a resume point wrapped so clients cannot read or build one by hand."""
+"""Opaque cursors: a resume point wrapped so clients cannot read or build one by hand, naming what it
+pages (the listing's kind and the memory, record or parent it lists), so a cursor given by one
+listing is refused by every other (422 memory_invalid, the spec's code for a bad field) instead of
+resuming it at a position that means nothing there."""
 
 from __future__ import annotations
 
@@ -9,13 +12,15 @@ from typing import Any
 from uhp_memories.domain.errors import MemoryInvalid
 
 
-def encode(kind: str, position: Any) -> str:
-    raw = json.dumps({"k": kind, "p": position}, separators=(",", ":")).encode()
+def encode(kind: str, position: Any, *, over: str) -> str:
+    """A cursor resuming listing `kind` of `over` (a memory id, a record chain, a parent) after
+    `position`."""
+    raw = json.dumps({"k": kind, "o": over, "p": position}, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode(kind: str, cursor: str | None, shape: Any = None) -> Any:
-    """The position inside a cursor made by `encode(kind, ...)`; 422 for anything else.
+def decode(kind: str, cursor: str | None, shape: Any = None, *, over: str) -> Any:
+    """The position inside a cursor made by `encode(kind, ..., over=over)`; 422 for anything else.
 
     `shape` is the position's type, or a tuple of types for a list position: a cursor that decodes
     but holds something else was not made here, and must not reach a comparison as a 500."""
@@ -24,7 +29,7 @@ def decode(kind: str, cursor: str | None, shape: Any = None) -> Any:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         data = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        if not isinstance(data, dict) or data.get("k") != kind or "p" not in data:
+        if not isinstance(data, dict) or data.get("k") != kind or data.get("o") != over or "p" not in data:
             raise ValueError(kind)
         if shape is not None and not _fits(data["p"], shape):
             raise ValueError(kind)

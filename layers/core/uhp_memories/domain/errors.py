@@ -19,6 +19,12 @@ class InvalidRequest(DomainError):
     code = "invalid_request"
 
 
+class RequestTooLarge(DomainError):
+    """A request larger than the server reads (as API Gateway answers past its own limit)."""
+
+    code = "request_too_large"
+
+
 class Unauthenticated(DomainError):
     code = "unauthenticated"
 

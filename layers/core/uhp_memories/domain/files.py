@@ -38,6 +38,9 @@ class StoredFile:
     status: str  # pending (waiting for its presigned upload) | uploaded | attached (a record holds it)
     created_by: str
     created_at: int
+    # The record that holds the file once attached: its memory decides who reads the metadata.
+    memory_id: str | None = None
+    record_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,22 @@ class FileRepository(Protocol):
     def mark(self, tenant: str, file_id: str, status: str) -> None:
         ...
 
+    def hold(self, tenant: str, file_id: str, memory_id: str, record_id: str) -> None:
+        """Mark the file attached to the record that now holds its bytes; an absent file stays absent."""
+        ...
+
+    def delete(self, tenant: str, file_id: str) -> None:
+        """Remove the file's metadata for good (erase: its name is user content); absent is fine."""
+        ...
+
+
+def held_file(content: Any) -> str | None:
+    """The id of the file a record's content holds (`{"file": {"id": ...}}`); None for text."""
+    if isinstance(content, dict) and isinstance(content.get("file"), dict):
+        file_id = content["file"].get("id")
+        return file_id if isinstance(file_id, str) else None
+    return None
+
 
 UPLOADS_PREFIX = "uploads/"  # one prefix for every tenant, so a lifecycle rule can expire stale uploads
 
@@ -143,8 +162,14 @@ class FileService:
     def get(self, caller: Caller, file_id: str) -> StoredFile:
         stored = self._files.get(caller.tenant, file_id) if FILE_ID.match(file_id) else None
         # Only its uploader may see or use a file until a record holds it; then the record's
-        # memory decides who reads it.
-        if stored is None or stored.created_by != caller.principal:
+        # memory decides who reads it, the uploader included (unknown and forbidden alike: 404).
+        if stored is None:
+            raise FileNotFound(file_id)
+        if stored.status == "attached" and stored.memory_id is not None:
+            if "read" not in self._ports.access(caller).privileges(stored.memory_id):
+                raise FileNotFound(file_id)
+            return stored
+        if stored.created_by != caller.principal:
             raise FileNotFound(file_id)
         if stored.status == "pending":
             size = self._objects.size(upload_key(caller.tenant, file_id))
@@ -175,10 +200,10 @@ class FileService:
             }
         }
 
-    def release_upload(self, caller: Caller, file_id: str) -> None:
-        """Remove an upload a record now holds; the file id cannot be attached again."""
+    def release_upload(self, caller: Caller, file_id: str, memory_id: str, record_id: str) -> None:
+        """Remove an upload the record `record_id` now holds; the file id cannot be attached again."""
         self._objects.delete_all_versions(upload_key(caller.tenant, file_id))
-        self._files.mark(caller.tenant, file_id, "attached")
+        self._files.hold(caller.tenant, file_id, memory_id, record_id)
 
     def content(self, caller: Caller, memory_id: str, record_id: str, version: str | None) -> Content:
         """A file record's bytes: of this version, or of another version of the same record."""

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from uhp_memories.domain import cursors
 from uhp_memories.domain.access import ordered
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import GrantNotFound, MemoryInvalid, MemoryNotFound, TreeChanged
-from uhp_memories.domain.models import PRIVILEGES, Caller, Grant
+from uhp_memories.domain.limits import LIST_DEFAULT, LIST_MAX
+from uhp_memories.domain.models import PRIVILEGES, Caller, Grant, Page
 
 # The principal kinds this server accepts (DESIGN.md): a person, a harness, a service, a key, a group.
 PRINCIPAL_PATTERN = re.compile(r"^(user|harness|service|key|group):[A-Za-z0-9._@+\-:]{1,128}$")
@@ -51,6 +53,17 @@ class GrantService:
                 found.extend(self._ports.memories.grants_on(tenant, parent.id))
             node = parent
         return found
+
+    def page(self, caller: Caller, memory_id: str, limit: int | None = None, cursor: str | None = None) -> Page:
+        """`list` a page at a time, in id order (ids sort by creation), as every listing pages."""
+        size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
+        after = cursors.decode("grants", cursor, str, over=memory_id)
+        found = sorted(self.list(caller, memory_id), key=lambda g: g.id)
+        if after is not None:
+            found = [g for g in found if g.id > after]
+        page = found[:size]
+        more = len(found) > size
+        return Page(page, cursors.encode("grants", page[-1].id, over=memory_id) if more else None)
 
     def create(self, caller: Caller, memory_id: str, principal: str, privileges: Sequence[str]) -> Grant:
         access = self._ports.access(caller)

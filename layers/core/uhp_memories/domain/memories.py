@@ -11,7 +11,7 @@ from uhp_memories.domain import cursors
 from uhp_memories.domain.access import AccessView, ordered
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import MemoryBusy, MemoryInvalid, MemoryNotFound, TreeChanged
-from uhp_memories.domain.files import ObjectStore, memory_prefix
+from uhp_memories.domain.files import FileRepository, ObjectStore, held_file, memory_prefix
 from uhp_memories.domain.limits import LIST_DEFAULT, LIST_MAX, MAX_TREE_DEPTH
 from uhp_memories.domain.models import NATIVE_PROVIDER, PRIVILEGES, Caller, Grant, Memory, Page
 
@@ -54,9 +54,11 @@ class MemoryService:
         objects: ObjectStore | None = None,
         holds: Callable[[str, str], bool] | None = None,
         index: Callable[[], MemoryIndex | None] | None = None,
+        files: FileRepository | None = None,
     ) -> None:
         self._ports = ports
         self._objects = objects
+        self._files = files
         self._index = index
         # Whether a run holds a memory (a move or a delete then answers memory_busy).
         self._holds = holds
@@ -126,14 +128,16 @@ class MemoryService:
             found = self._entry_points(access)
             kind = "entry"
         found.sort(key=lambda m: (m.created_at, m.id))
-        after = cursors.decode(kind, cursor, (int, str))
+        # The entry points are the caller's own: a cursor of them names the principal.
+        over = parent or ancestor or caller.principal
+        after = cursors.decode(kind, cursor, (int, str), over=over)
         if after is not None:
             found = [m for m in found if [m.created_at, m.id] > after]
         page = found[:size]
         next_cursor = None
         if len(found) > size:
             last = page[-1]
-            next_cursor = cursors.encode(kind, [last.created_at, last.id])
+            next_cursor = cursors.encode(kind, [last.created_at, last.id], over=over)
         return Page([self.view(access, m) for m in page], next_cursor)
 
     def _visible_children(
@@ -306,6 +310,13 @@ class MemoryService:
                 index.drop_memory(tenant, node_id)
             if self._objects is not None:
                 self._objects.delete_all_versions(memory_prefix(tenant, node_id))
+            if self._files is not None:
+                # A file's metadata names the upload (user content): it goes before the records that
+                # point at it, so a retried step still finds what is left.
+                for _, version in self._ports.records.scan_versions(tenant, node_id, None, None):
+                    file_id = held_file(version.content)
+                    if file_id is not None:
+                        self._files.delete(tenant, file_id)
             self._ports.records.purge_memory(tenant, node_id)
             self._ports.memories.purge(tenant, node_id)
         return subtree

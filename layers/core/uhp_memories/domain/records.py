@@ -57,10 +57,21 @@ PATH_READ_ATTEMPTS = 5
 
 @dataclass(frozen=True)
 class RecordView:
-    """A record version as one reader sees it: references resolved with the reader's privileges."""
+    """A record version as one reader sees it: references resolved with the reader's privileges.
+    `withheld` names the fields the caller may not be shown (RECORD_FIELDS_BEYOND_STAMPS): a write
+    answers a caller without read only what it sent and the server's stamps."""
 
     record: RecordVersion
     references: list[dict[str, Any]]
+    withheld: frozenset[str] = frozenset()
+
+
+# What a version holds beyond the server's stamps (ids, version, status, write times): a caller with
+# write and without read sees of these only what it sent itself, so it can change a record without
+# reading it through the answer.
+RECORD_FIELDS_BEYOND_STAMPS = frozenset(
+    {"type", "content", "attributes", "valid_from", "valid_to", "references", "path", "origin", "written_by"}
+)
 
 
 @dataclass(frozen=True)
@@ -243,7 +254,9 @@ class RecordService:
         if revision.content is not current.content:
             self._release_upload(caller, revision)
         self._indexed([closed, revision])
-        return self._view(access, revision)
+        # The new version's writer and origin are the caller's own; the rest it sent, or may not see.
+        sent = set(changes) | {"written_by", "origin"}
+        return self._view(access, revision, withheld=self._unreadable(access, memory_id, sent))
 
     def forget(self, caller: Caller, memory_id: str, record_id: str, terms: WriteTerms = NO_TERMS) -> RecordView:
         access = self._ports.access(caller)
@@ -259,7 +272,15 @@ class RecordService:
         except StaleVersion:
             raise self._conflict(caller, memory_id, record_id) from None
         self._indexed([closed])
-        return self._view(access, closed)
+        return self._view(access, closed, withheld=self._unreadable(access, memory_id, set()))
+
+    @staticmethod
+    def _unreadable(access: AccessView, memory_id: str, sent: set[str]) -> frozenset[str]:
+        """What a write's answer leaves out: nothing for a reader of the memory; for a caller
+        without read, every field it did not send."""
+        if "read" in access.privileges(memory_id):
+            return frozenset()
+        return RECORD_FIELDS_BEYOND_STAMPS - sent
 
     def _attach(self, caller: Caller, content: dict[str, Any], memory_id: str, chain_id: str) -> dict[str, Any]:
         """A file already held (carried into a revision unchanged) stays as it is; a new one is
@@ -287,7 +308,7 @@ class RecordService:
         """Once a record holds a file's bytes, the upload they came from goes: the bytes then live
         only under the record, where its memory's access, erase and delete reach them."""
         if self._files is not None and _is_file(record.content):
-            self._files.release_upload(caller, record.content["file"]["id"])
+            self._files.release_upload(caller, record.content["file"]["id"], record.memory_id, record.id)
 
     def _first_version(self, caller: Caller, memory_id: str, given: RecordInput, written_at: str) -> RecordVersion:
         record_id = self._ports.ids.new("hrec_")
@@ -367,7 +388,7 @@ class RecordService:
         wanted_types = set(types or [])
         instant = self.resolve_as_of(caller, memory_id, as_of) if as_of is not None else None
         kind = f"records:{include}:{instant or ''}"
-        after = cursors.decode(kind, cursor, str)
+        after = cursors.decode(kind, cursor, str, over=memory_id)
         candidates = self._candidates(caller, memory_id, include, instant, after)
         if path is not None and instant is None and include == "active" and self._paths is not None:
             candidates = self._at_path(caller, memory_id, path)
@@ -389,7 +410,7 @@ class RecordService:
                 break
             page.append(version)
             last_position = position
-        next_cursor = cursors.encode(kind, next_position) if next_position is not None else None
+        next_cursor = cursors.encode(kind, next_position, over=memory_id) if next_position is not None else None
         parent, children = self._memories.neighbours(access, memory)
         return RecordPage([self._view(access, v) for v in page], next_cursor, parent, children)
 
@@ -402,11 +423,12 @@ class RecordService:
         size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
         record = self._find(caller, memory_id, record_id)
         chain = [v for v in self._ports.records.chain(caller.tenant, record.chain_id) if v.memory_id == memory_id]
-        after = cursors.decode("history", cursor, int)
+        after = cursors.decode("history", cursor, int, over=f"{memory_id}/{record.chain_id}")
         if after is not None:
             chain = [v for v in chain if v.version > after]
         page = chain[:size]
-        next_cursor = cursors.encode("history", page[-1].version) if len(chain) > size else None
+        over = f"{memory_id}/{record.chain_id}"
+        next_cursor = cursors.encode("history", page[-1].version, over=over) if len(chain) > size else None
         return Page([self._view(access, v) for v in page], next_cursor)
 
     # -- snapshots ---------------------------------------------------------------------------
@@ -442,11 +464,13 @@ class RecordService:
         self._ports.access(caller).require(memory_id, "read")
         size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
         found = sorted(self._ports.records.list_snapshots(caller.tenant, memory_id), key=lambda s: (s.time, s.id))
-        after = cursors.decode("snapshots", cursor, (str, str))
+        after = cursors.decode("snapshots", cursor, (str, str), over=memory_id)
         if after is not None:
             found = [s for s in found if [s.time, s.id] > after]
         page = found[:size]
-        next_cursor = cursors.encode("snapshots", [page[-1].time, page[-1].id]) if len(found) > size else None
+        next_cursor = (
+            cursors.encode("snapshots", [page[-1].time, page[-1].id], over=memory_id) if len(found) > size else None
+        )
         return Page(page, next_cursor)
 
     def resolve_as_of(self, caller: Caller, memory_id: str, as_of: str) -> str:
@@ -504,6 +528,10 @@ class RecordService:
 
     def _conflict(self, caller: Caller, memory_id: str, record_id: str) -> MemoryConflict:
         record = self._find(caller, memory_id, record_id)
+        if "read" not in self._ports.access(caller).privileges(memory_id):
+            # The current version's id is what a reader would fetch next; a caller that may not
+            # read the memory is told only that this version can no longer change.
+            return MemoryConflict(f"record {record_id} is not the current version; it can no longer change")
         latest = self._ports.records.chain(caller.tenant, record.chain_id)[-1]
         if latest.status == "forgotten":
             return MemoryConflict(
@@ -556,8 +584,9 @@ class RecordService:
         """A version as this reader sees it (references resolved with its privileges)."""
         return self._view(access, record)
 
-    def _view(self, access: AccessView, record: RecordVersion) -> RecordView:
-        return RecordView(record, [self._resolve(access, ref) for ref in record.references])
+    def _view(self, access: AccessView, record: RecordVersion, withheld: frozenset[str] = frozenset()) -> RecordView:
+        references = [] if "references" in withheld else [self._resolve(access, ref) for ref in record.references]
+        return RecordView(record, references, withheld)
 
     def _resolve(self, access: AccessView, ref: dict[str, str]) -> dict[str, Any]:
         """A reference as this reader may see it: followable only with read on the target memory,

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import DomainError, MemoryInvalid, RecordNotFound
-from uhp_memories.domain.files import ObjectStore, chain_key, upload_key
+from uhp_memories.domain.files import FileRepository, ObjectStore, chain_key, held_file, upload_key
 from uhp_memories.domain.filters import matches, parse_filter
 from uhp_memories.domain.jobs import Job, JobRepository, WorkflowRunner
 from uhp_memories.domain.memories import MemoryService
@@ -133,6 +133,7 @@ class RemovalService:
         retention: Retention,
         wait_seconds: float,
         search: Callable[[], SearchEraser | None] = lambda: None,
+        files: FileRepository | None = None,
     ) -> None:
         self._ports = ports
         self._memories = memories
@@ -143,6 +144,7 @@ class RemovalService:
         self._retention = retention
         self.wait_seconds = wait_seconds
         self._search = search
+        self._files = files
 
     # -- API ---------------------------------------------------------------------------------
 
@@ -248,8 +250,9 @@ class RemovalService:
                     if version.memory_id != chain_memory:
                         continue
                     versions[version.id] = chain_memory
-                    if isinstance(version.content, dict) and "file" in version.content:
-                        files.add(version.content["file"]["id"])
+                    file_id = held_file(version.content)
+                    if file_id is not None:
+                        files.add(file_id)
                 for derived in records.derived_from(tenant, [v for v, m in versions.items() if m == chain_memory]):
                     if derived not in chains:
                         chains[derived] = None
@@ -290,12 +293,15 @@ class RemovalService:
         return True
 
     def erase_files(self, tenant: str, targets: EraseTargets) -> int:
-        """Every S3 object version of the chains' files and of the uploads they name; how many went."""
+        """Every S3 object version of the chains' files and of the uploads they name, and those
+        files' metadata (a name is user content); how many object versions went."""
         removed = 0
         for chain in targets.chains:
             removed += self._objects.delete_all_versions(chain_key(tenant, chain.memory_id, chain.chain_id))
         for file_id in targets.files:
             removed += self._objects.delete_all_versions(upload_key(tenant, file_id))
+            if self._files is not None:
+                self._files.delete(tenant, file_id)
         return removed
 
     def erase_cached_responses(self, targets: EraseTargets) -> int:
@@ -307,11 +313,15 @@ class RemovalService:
             self._ports.records.erase_chain(tenant, chain.memory_id, chain.chain_id)
         return len(chains)
 
-    def finish_erase(self, tenant: str, job_id: str, versions: Sequence[VersionTarget]) -> Job:
-        """Complete the job with its report: what was erased, and what still holds a copy."""
+    def finish_erase(
+        self, tenant: str, job_id: str, versions: Sequence[VersionTarget], files: Sequence[str] = ()
+    ) -> Job:
+        """Complete the job with its report: what was erased (versions, and the files they held),
+        and what still holds a copy."""
         now = self._ports.clock.now_ms()
         result = {
             "erased": [{"id": v.id, "memory_id": v.memory_id} for v in versions],
+            "erased_files": list(files),
             "unreachable": [u for v in versions for u in self._retention.unreachable(v.id, v.memory_id, now)],
         }
         return self._jobs.finish(tenant, job_id, "completed", result, now)

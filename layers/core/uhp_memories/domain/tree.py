@@ -67,9 +67,9 @@ class TreeService:
         self._ports.access(caller).require(memory_id, "read")
         check_directory(under)
         size = cursors.check_limit(limit, PATHS_DEFAULT, PATHS_MAX)
-        after = cursors.decode(f"paths:{under}", cursor, str)
+        after = cursors.decode(f"paths:{under}", cursor, str, over=memory_id)
         found, more = self._paths.entries(caller.tenant, memory_id, under, after, size)
-        next_cursor = cursors.encode(f"paths:{under}", found[-1].path) if more and found else None
+        next_cursor = cursors.encode(f"paths:{under}", found[-1].path, over=memory_id) if more and found else None
         return found, next_cursor
 
     def changes(self, caller: Caller, memory_id: str, cursor: str | None, limit: int | None = None) -> ChangeList:

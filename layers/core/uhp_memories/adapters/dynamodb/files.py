@@ -44,6 +44,8 @@ class DynamoFileRepository:
             status=str(item["status"]),
             created_by=str(item["created_by"]),
             created_at=int(item["created_at"]),
+            memory_id=str(item["memory_id"]) if "memory_id" in item else None,
+            record_id=str(item["record_id"]) if "record_id" in item else None,
         )
 
     def mark(self, tenant: str, file_id: str, status: str) -> None:
@@ -60,3 +62,22 @@ class DynamoFileRepository:
             )
         except self._table.client.exceptions.ConditionalCheckFailedException:
             return
+
+    def hold(self, tenant: str, file_id: str, memory_id: str, record_id: str) -> None:
+        try:  # conditional, as mark
+            self._table.client.update_item(
+                TableName=self._table.name,
+                Key={"PK": {"S": keys.file_pk(tenant, file_id)}, "SK": {"S": FILE_SK}},
+                UpdateExpression="SET #s = :a, memory_id = :m, record_id = :r",
+                ConditionExpression="attribute_exists(PK)",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={":a": {"S": "attached"}, ":m": {"S": memory_id}, ":r": {"S": record_id}},
+            )
+        except self._table.client.exceptions.ConditionalCheckFailedException:
+            return
+
+    def delete(self, tenant: str, file_id: str) -> None:
+        self._table.client.delete_item(
+            TableName=self._table.name,
+            Key={"PK": {"S": keys.file_pk(tenant, file_id)}, "SK": {"S": FILE_SK}},
+        )

@@ -172,6 +172,16 @@ class DynamoRecordRepository:
         for item in items:
             yield item["GSI5SK"], record_from(item)
 
+    def active_after(self, tenant: str, memory_id: str, after: str | None) -> Iterator[tuple[str, RecordVersion]]:
+        pk = keys.active_pk(tenant, memory_id)
+        condition, values = "GSI5PK = :pk", {":pk": pk}
+        if after is not None:
+            condition += " AND GSI5SK > :after"
+            values[":after"] = after
+        items = self._table.query(condition, values, index=ACTIVE_INDEX.name, forward=True, page_size=SCAN_PAGE)
+        for item in items:
+            yield item["GSI5SK"], record_from(item)
+
     def scan_versions(
         self, tenant: str, memory_id: str, after: str | None, written_up_to: str | None
     ) -> Iterator[tuple[str, RecordVersion]]:
