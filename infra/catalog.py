@@ -37,6 +37,7 @@ class Access:
     embeddings: bool = False  # bedrock:InvokeModel on the configured embedding model, when the stage has a domain
     erase_report: bool = False  # writes the erase report: told whether a search domain keeps deleted documents
     start_workflows: tuple[str, ...] = ()  # workflows it starts and waits on (uhp_memories.workflows.WORKFLOWS)
+    derivation: bool = False  # calls the stage's derivation model (bedrock:InvokeModel on it only), when one is set
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,10 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
     # read-only POST: no idempotency)
     "recall": RECALL,  # embeds the query, searches the memory and its descendants
     "queries": RECALL,  # named queries run recall; free queries search the domain
-    "observe": RECALL,  # indexes the episodes after the commit
+    # Indexes the episodes after the commit; starts the derivation that follows, when the stage derives.
+    "observe": Access(
+        main_table=True, idempotency_table=True, search=True, embeddings=True, start_workflows=("derive",)
+    ),
     "jobs": Access(main_table=True),  # GET only: no idempotency
     "erase": Access(main_table=True, idempotency_table=True, start_workflows=("erase",)),
     "files": Access(main_table=True, idempotency_table=True, files=True),
@@ -89,7 +93,7 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
     # Starts a consolidation pass and waits on it; revert appends versions itself (no index after the
     # commit: the stream indexer brings the index in step).
     "consolidations": Access(main_table=True, idempotency_table=True, start_workflows=("consolidate",)),
-    "harnesses": API,
+    "harnesses": Access(main_table=True, idempotency_table=True, start_workflows=("derive",)),  # a turn observes
     # MCP (§9.1): its tools run the services records, recall and queries run, so it touches what they do
     # (a remembered record naming a file copies the upload, as records does); no workflows: erase and
     # memory delete are never tools.
@@ -101,7 +105,8 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
     "steps.erase_from_index": Access(search=True),  # deletes documents by id: no embedding
     "steps.erase_files": Access(files_purge=True),
     "steps.erase_cached_responses": Access(idempotency_purge=True),
-    "steps.erase_records": Access(main_table=True),
+    # Removes the chains, then sweeps what a derivation wrote meanwhile: its documents and files too.
+    "steps.erase_records": Access(main_table=True, search=True, files_purge=True),
     "steps.finish_erase": Access(main_table=True, erase_report=True),  # builds the report (Retention)
     "steps.record_failure": Access(main_table=True),  # reports every target as not yet erased
     "steps.purge_subtree": Access(main_table=True, files_purge=True, search=True),  # drops each memory's documents
@@ -110,6 +115,10 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
     # does not hold yet); closes and appends versions in DynamoDB and indexes them after the commit.
     "steps.consolidate": Access(main_table=True, search=True, embeddings=True),
     "steps.record_consolidation_failure": Access(main_table=True),
+    # Asks the stage's derivation model (Bedrock, or an OpenAI-compatible endpoint), writes what it kept
+    # and indexes it after the commit.
+    "steps.derive": Access(main_table=True, search=True, embeddings=True, derivation=True),
+    "steps.record_derivation_failure": Access(main_table=True),
     # Workers (functions/<name>/handler.py).
     # The stream backstop of the index: images come with the stream, so no table access; it embeds
     # text the index does not hold yet.

@@ -19,8 +19,10 @@ def handle_capabilities() -> Response[schemas.CapabilitiesOut]:
 @app.get("/v1/memories/providers", summary="The providers and their capability documents", tags=["discovery"])
 def handle_providers() -> Response[schemas.ProviderList]:
     caller_of(app)
-    languages = bootstrap.container().queries.free_languages_configured()
-    return respond(schemas.ProviderList(data=[capabilities.native_provider(languages)]))
+    container = bootstrap.container()
+    languages = container.queries.free_languages_configured()
+    document = capabilities.native_provider(languages, derives=container.observing.derives)
+    return respond(schemas.ProviderList(data=[document]))
 
 
 lambda_handler = make_handler(app)

@@ -1,4 +1,5 @@
-"""Jobs: what a workflow that outlasted its request (erase, memory delete) has done since."""
+"""Jobs: what a workflow that outlasted its request (erase, memory delete, the derivation after an
+observe) has done since."""
 
 from aws_lambda_powertools.event_handler import Response
 
@@ -11,8 +12,8 @@ app = make_resolver()
 
 @app.get("/v1/memories/<memory_id>/jobs/<job_id>", summary="A job and what it has done", tags=["jobs"])
 def handle_get_job(memory_id: str, job_id: str) -> Response[schemas.JobOut]:
-    job = bootstrap.container().removal.job(caller_of(app), memory_id, job_id)
-    return respond(presenters.job(job))
+    view = bootstrap.container().observing.job(caller_of(app), memory_id, job_id)
+    return respond(presenters.job(view.job, view.records))
 
 
 lambda_handler = make_handler(app)

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from uhp_memories import bootstrap
 from uhp_memories.domain.consolidation import ConsolidationService
+from uhp_memories.domain.observing import ObserveService
 from uhp_memories.domain.removal import RemovalService
 from uhp_memories.workflows import STEPS
 from uhp_memories.workflows import state as s
@@ -56,6 +57,10 @@ def _consolidation() -> ConsolidationService:
     return bootstrap.container().consolidation
 
 
+def _observing() -> ObserveService:
+    return bootstrap.container().observing
+
+
 # -- erase -----------------------------------------------------------------------------------
 
 
@@ -85,13 +90,16 @@ def erase_cached_responses(state: s.EraseResolved) -> s.ResponsesErased:
 
 @step(s.EraseResolved)
 def erase_records(state: s.EraseResolved) -> s.RecordsErased:
-    return s.RecordsErased(chains=_removal().erase_records(state.tenant, state.targets.to_domain().chains))
+    targets = state.targets.to_domain()
+    swept = _removal().erase_records(state.tenant, targets)
+    return s.RecordsErased(chains=len(targets.chains) + len(swept.chains), swept=s.TargetsState.of(swept).versions)
 
 
 @step(s.EraseResolved)
 def finish_erase(state: s.EraseResolved) -> s.JobStepDone:
     targets = state.targets.to_domain()
-    job = _removal().finish_erase(state.tenant, state.job_id, targets.versions, targets.files)
+    swept = tuple(v.to_domain() for v in state.records.swept) if state.records is not None else ()
+    job = _removal().finish_erase(state.tenant, state.job_id, targets.versions + swept, targets.files)
     return s.JobStepDone(status=job.status)
 
 
@@ -129,6 +137,21 @@ def consolidate(state: s.ConsolidationStarted) -> s.PassDone:
 def record_consolidation_failure(state: s.ConsolidationFailed) -> s.PassDone:
     _consolidation().record_failure(state.tenant, state.memory_id, state.run_id, state.error_name)
     return s.PassDone(status="failed")
+
+
+# -- derivation ------------------------------------------------------------------------------
+
+
+@step(s.DerivationStarted)
+def derive(state: s.DerivationStarted) -> s.JobStepDone:
+    job = _observing().derive(state.tenant, state.memory_id, state.job_id)
+    return s.JobStepDone(status=job.status if job is not None else "missing")
+
+
+@step(s.DerivationFailed)
+def record_derivation_failure(state: s.DerivationFailed) -> s.JobStepDone:
+    job = _observing().record_failure(state.tenant, state.job_id, state.error_name)
+    return s.JobStepDone(status=job.status if job is not None else "missing")
 
 
 # A step the ASL names without a handler would fail only when an execution reaches it; a handler

@@ -58,6 +58,18 @@ def test_finish_is_idempotent(repos: Repositories) -> None:
     assert repos.jobs.holds(ACME, m.id) is False
 
 
+def test_progress_replaces_an_unfinished_jobs_result_and_never_a_finished_one(repos: Repositories) -> None:
+    m = add(repos, 1)
+    repos.jobs.start(job(1, m.id, kind="derive"), hold_memory=False)
+    assert repos.jobs.progress(ACME, jid(1), {"plan": [{"id": "x", "n": 2**40}]}) is True
+    assert repos.jobs.get(ACME, jid(1)).result == {"plan": [{"id": "x", "n": 2**40}]}
+    repos.jobs.finish(ACME, jid(1), "completed", {"records": ["x"]}, T0 + 100)
+    assert repos.jobs.progress(ACME, jid(1), {"plan": []}) is False
+    assert repos.jobs.get(ACME, jid(1)).result == {"records": ["x"]}
+    assert repos.jobs.progress(ACME, jid(99), {}) is False
+    assert repos.jobs.progress(GLOBEX, jid(1), {}) is False
+
+
 def test_finish_of_an_unknown_job_raises_lookup_error(repos: Repositories) -> None:
     with pytest.raises(LookupError):
         repos.jobs.finish(ACME, jid(1), "completed", {}, T0)

@@ -26,7 +26,7 @@ from tests.contract.builders import (
     snapshot,
 )
 from tests.contract.conftest import Repositories
-from uhp_memories.domain.errors import AlreadyExists, StaleVersion, TreeChanged
+from uhp_memories.domain.errors import AlreadyExists, SourceGone, StaleVersion, TreeChanged
 from uhp_memories.domain.models import RecordVersion
 
 # -- RecordRepository: append, revise, close -----------------------------------------------------
@@ -505,6 +505,44 @@ def test_derived_from_finds_records_derived_from_any_version_across_memories(rep
     )
     assert repos.records.derived_from(ACME, [copy_of_v1.id]) == []
     assert repos.records.derived_from(GLOBEX, [source.id]) == []
+
+
+def test_append_derived_writes_while_its_sources_are_there_and_once(repos: Repositories) -> None:
+    m = add(repos, 1)
+    episode = first(1, m.id, 10, type_="episode")
+    repos.records.append_first(episode)
+    fact = derived(2, m.id, 20, episode)
+    repos.records.append_derived(fact, [episode.id])
+    assert repos.records.get(ACME, m.id, fact.id) == fact
+    assert repos.records.derived_from(ACME, [episode.id]) == [(m.id, fact.chain_id)]
+    assert repos.memories.get(ACME, m.id).record_count == 2
+    with pytest.raises(AlreadyExists):  # a retried step: nothing written twice, nothing counted twice
+        repos.records.append_derived(fact, [episode.id])
+    assert repos.memories.get(ACME, m.id).record_count == 2
+
+
+def test_append_derived_refuses_once_a_source_is_erased(repos: Repositories) -> None:
+    m = add(repos, 1)
+    kept, erased = first(1, m.id, 10, type_="episode"), first(2, m.id, 11, type_="episode")
+    for episode in (kept, erased):
+        repos.records.append_first(episode)
+    repos.records.erase_chain(ACME, m.id, erased.chain_id)
+    fact = derived(3, m.id, 20, erased)
+    with pytest.raises(SourceGone):
+        repos.records.append_derived(fact, [kept.id, erased.id])
+    assert repos.records.get(ACME, m.id, fact.id) is None
+    assert repos.records.derived_from(ACME, [erased.id]) == []
+    assert repos.memories.get(ACME, m.id).record_count == 1
+
+
+def test_append_derived_to_a_memory_being_deleted_raises_tree_changed(repos: Repositories) -> None:
+    m = add(repos, 1)
+    episode = first(1, m.id, 10, type_="episode")
+    repos.records.append_first(episode)
+    repos.memories.mark_deleting(ACME, [m.id])
+    with pytest.raises(TreeChanged):
+        repos.records.append_derived(derived(2, m.id, 20, episode), [episode.id])
+    assert repos.records.get(ACME, m.id, rid(2)) is None
 
 
 def test_erase_chain_removes_every_version_uncounts_once_and_is_idempotent(repos: Repositories) -> None:

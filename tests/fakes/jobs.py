@@ -42,6 +42,14 @@ class InMemoryJobRepository:
             self.memories.drop(tenant, job.memory_id, HOLD, job_id)
             return copy.deepcopy(done)
 
+    def progress(self, tenant: str, job_id: str, result: dict[str, Any]) -> bool:
+        with self.memories.lock:
+            job = self.jobs.get((tenant, job_id))
+            if job is None or job.finished_at is not None:
+                return False
+            self.jobs[(tenant, job_id)] = replace(job, result=copy.deepcopy(result))
+            return True
+
     def get(self, tenant: str, job_id: str) -> Job | None:
         return copy.deepcopy(self.jobs.get((tenant, job_id)))
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.fakes.paths import InMemoryPathRepository
-from uhp_memories.domain.errors import AlreadyExists, StaleVersion, TreeChanged
+from uhp_memories.domain.errors import AlreadyExists, SourceGone, StaleVersion, TreeChanged
 from uhp_memories.domain.models import Grant, Memory, RecordVersion, Snapshot
 from uhp_memories.domain.paths import PathCondition
 
@@ -152,6 +152,17 @@ class InMemoryRecordRepository:
             for record in records:
                 self.versions[(record.tenant, record.memory_id, record.id)] = record
             self.memories.adjust_count(first.tenant, first.memory_id, len(records))
+
+    def append_derived(self, record: RecordVersion, sources: Sequence[str]) -> None:
+        with self.memories.lock:
+            if (record.tenant, record.memory_id, record.id) in self.versions:
+                raise AlreadyExists(record.id)
+            if not self.memories._live(record.tenant, record.memory_id):
+                raise TreeChanged(record.memory_id)
+            if any((record.tenant, record.memory_id, source) not in self.versions for source in sources):
+                raise SourceGone(record.id)
+            self.versions[(record.tenant, record.memory_id, record.id)] = record
+            self.memories.adjust_count(record.tenant, record.memory_id, 1)
 
     def _check_current(self, version: RecordVersion) -> None:
         stored = self.versions.get((version.tenant, version.memory_id, version.id))

@@ -6,12 +6,22 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.fakes import InMemoryMemoryRepository, InMemoryRecordRepository
+from tests.fakes import (
+    InMemoryCachedResponses,
+    InMemoryJobRepository,
+    InMemoryMemoryRepository,
+    InMemoryObjectStore,
+    InMemoryRecordRepository,
+    InMemoryWorkflowRunner,
+)
 from uhp_memories.domain.context import Ports
+from uhp_memories.domain.derivation import Deriver
 from uhp_memories.domain.grants import GrantService
 from uhp_memories.domain.memories import MemoryService
 from uhp_memories.domain.models import Caller
+from uhp_memories.domain.observing import ObserveService
 from uhp_memories.domain.records import RecordService
+from uhp_memories.domain.removal import RemovalService, Retention
 
 
 class FakeClock:
@@ -50,6 +60,38 @@ def make_world() -> World:
     ports = Ports(memories=memory_repo, records=InMemoryRecordRepository(memory_repo), clock=clock, ids=SequentialIds())
     memories = MemoryService(ports)
     return World(ports, clock, memories, GrantService(ports), RecordService(ports, memories))
+
+
+@dataclass
+class Observing:
+    """Observe and its derivation over the fakes: `workflows` runs the derive workflow at once, as
+    derive.asl.json does (the step; then, when it raises, the failure step)."""
+
+    service: ObserveService
+    jobs: InMemoryJobRepository
+    workflows: InMemoryWorkflowRunner
+
+
+def make_observing(world: World, deriver: Deriver | None = None, run_workflows: bool = True) -> Observing:
+    jobs = InMemoryJobRepository(world.ports.memories)  # type: ignore[arg-type]
+    workflows = InMemoryWorkflowRunner()
+    objects = InMemoryObjectStore()
+    removal = RemovalService(
+        world.ports, world.memories, jobs, workflows, objects, InMemoryCachedResponses(), Retention(), 0
+    )
+    factory = (lambda: deriver) if deriver is not None else None
+    service = ObserveService(world.ports, world.records, removal, jobs, workflows, factory)
+
+    def derive(payload: dict) -> None:
+        try:
+            service.derive(payload["tenant"], payload["memory_id"], payload["job_id"])
+        except Exception as error:
+            service.record_failure(payload["tenant"], payload["job_id"], type(error).__name__)
+            raise
+
+    if run_workflows:
+        workflows.handlers = {"derive": derive}
+    return Observing(service, jobs, workflows)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from tests.fakes import (
     InMemoryPinRepository,
     InMemoryPlacementRepository,
 )
-from tests.unit.conftest import World, caller
+from tests.unit.conftest import World, caller, make_observing
 from uhp_memories.domain.errors import MemoryConflict, MemoryForbidden, MemoryInvalid, RecordNotFound
 from uhp_memories.domain.fence import unwrap
 from uhp_memories.domain.harnesses import OUTSIDE_PROVIDER, Attachment, HarnessService, MemoriesNotAttached
@@ -61,7 +61,7 @@ def setup(world: World) -> Setup:
     harnesses = HarnessService(world.ports, attachments)
     pins, placements = InMemoryPinRepository(memories), InMemoryPlacementRepository()
     prime = PrimeService(world.ports, world.memories, harnesses, pins, placements, words)
-    return Setup(world, harnesses, prime, TurnService(world.ports, attachments, world.records, prime))
+    return Setup(world, harnesses, prime, TurnService(world.ports, attachments, make_observing(world).service, prime))
 
 
 # -- pins ---------------------------------------------------------------------------------------------

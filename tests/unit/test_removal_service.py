@@ -65,8 +65,8 @@ def run_erase(removal: RemovalService, payload: dict[str, Any]) -> None:
         removal.erase_from_index(started.tenant, targets.versions)
         removal.erase_files(started.tenant, targets)
         removal.erase_cached_responses(targets)
-        removal.erase_records(started.tenant, targets.chains)
-        removal.finish_erase(started.tenant, started.job_id, targets.versions)
+        swept = removal.erase_records(started.tenant, targets)
+        removal.finish_erase(started.tenant, started.job_id, targets.versions + swept.versions)
     except Exception as error:
         versions = targets.versions if targets is not None else ()
         removal.record_failure(started.tenant, started.job_id, versions, type(error).__name__)

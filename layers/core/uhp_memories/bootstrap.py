@@ -31,10 +31,12 @@ from uhp_memories.adapters.system import RandomIds, SystemClock
 from uhp_memories.domain.builtin_types import BUILTIN_TYPES
 from uhp_memories.domain.consolidation import ConsolidationService
 from uhp_memories.domain.context import Ports
+from uhp_memories.domain.derivation import Deriver
 from uhp_memories.domain.files import FileService
 from uhp_memories.domain.grants import GrantService
 from uhp_memories.domain.harnesses import HarnessService
 from uhp_memories.domain.memories import MemoryService
+from uhp_memories.domain.observing import ObserveService
 from uhp_memories.domain.operations import OperationService
 from uhp_memories.domain.prime import PrimeService
 from uhp_memories.domain.queries import QueryService
@@ -68,6 +70,7 @@ class Container:
     recall: RecallService
     queries: QueryService
     consolidation: ConsolidationService
+    observing: ObserveService
     recall_engine: Callable[[], RecallEngine | None]
     keys: DynamoKeyRepository
     prime: PrimeService
@@ -176,6 +179,36 @@ def free_query_index(engine: RecallEngine | None) -> Any:
     return FreeQueries(index.client, index.index_name) if isinstance(index, OpenSearchIndex) else None
 
 
+def build_deriver(settings: Settings, *, session: Any | None = None, client: Any | None = None) -> Deriver | None:
+    """The stage's deriver (settings.derivation), None when it derives nothing. Built here only, on
+    first use: the adapter modules, and a Bedrock or Secrets Manager client, load only in a process that
+    derives. `client` is the Bedrock runtime client to use as given (tests, stand-ins)."""
+    if settings.derivation == "none":
+        return None
+    if settings.derivation == "bedrock":
+        from uhp_memories.derivation.bedrock import BedrockDeriver
+
+        if client is None:
+            import boto3
+
+            client = (session or boto3).client("bedrock-runtime", region_name=settings.region)
+        return BedrockDeriver(client, settings.derivation_model, max_tokens=settings.derivation_max_tokens)
+    from uhp_memories.derivation.openai_compat import OpenAICompatDeriver
+
+    api_key = settings.derivation_api_key
+    if not api_key and settings.derivation_api_key_secret:
+        import boto3
+
+        secrets = (session or boto3).client("secretsmanager", region_name=settings.region)
+        api_key = secrets.get_secret_value(SecretId=settings.derivation_api_key_secret)["SecretString"]
+    return OpenAICompatDeriver(
+        settings.derivation_base_url,
+        settings.derivation_model,
+        api_key=api_key or None,
+        max_tokens=settings.derivation_max_tokens,
+    )
+
+
 def neighbours_of(engine: RecallEngine | None) -> IndexNeighbours | None:
     """A consolidation pass's view of the index (None where there is none: the pass then only reads)."""
     return IndexNeighbours(engine) if engine is not None else None
@@ -212,6 +245,7 @@ def build(
             "erase": settings.erase_state_machine_arn,
             "delete": settings.delete_state_machine_arn,
             "consolidate": settings.consolidate_state_machine_arn,
+            "derive": settings.derive_state_machine_arn,
         },
     )
     removal = RemovalService(
@@ -233,6 +267,8 @@ def build(
         engine,
         files=file_repository,
     )
+    deriver = lazy(lambda: build_deriver(settings)) if settings.derivation != "none" else None
+    observing = ObserveService(ports, records, removal, jobs, workflows, deriver, engine)
     attachments = DynamoAttachmentRepository(table)
     harnesses = HarnessService(ports, attachments)
     prime = PrimeService(
@@ -272,7 +308,8 @@ def build(
         tree=TreeService(ports, paths),
         keys=DynamoKeyRepository(dynamodb_client, settings.keys_table_name),
         prime=prime,
-        turns=TurnService(ports, attachments, records, prime),
+        observing=observing,
+        turns=TurnService(ports, attachments, observing, prime),
         types=types,
         operations=OperationService(ports, types, records, recall, memories),
     )

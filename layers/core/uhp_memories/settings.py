@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -19,6 +20,7 @@ class Settings(BaseModel):
     erase_state_machine_arn: str = ""
     delete_state_machine_arn: str = ""
     consolidate_state_machine_arn: str = ""
+    derive_state_machine_arn: str = ""
     # How long a request waits for a workflow before answering 202 with a job (API Gateway: 29 s).
     workflow_wait_seconds: float = 20.0
     # What the deployment keeps beyond this service's reach: the erase report reads these, so it
@@ -37,6 +39,17 @@ class Settings(BaseModel):
     embedding_dimensions: int = 1024
     # Recall abstains below this best cosine similarity; None: the value calibrated for the model.
     abstain_similarity: float | None = None
+    # Derivation (§5.1): which model turns episodes into facts after observe answers, if any
+    # (uhp_memories.derivation). "bedrock": the Converse API with `derivation_model` (a model or inference
+    # profile id); "openai": an OpenAI-compatible chat endpoint at `derivation_base_url` serving
+    # `derivation_model`, its key from `derivation_api_key` (local) or the Secrets Manager secret
+    # `derivation_api_key_secret` (AWS). "none": observe keeps the episodes and derives nothing.
+    derivation: Literal["none", "bedrock", "openai"] = "none"
+    derivation_model: str = ""
+    derivation_base_url: str = ""
+    derivation_api_key: str = Field(default="", repr=False)
+    derivation_api_key_secret: str = ""
+    derivation_max_tokens: int = Field(default=4096, ge=256, le=65536)
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -51,6 +64,7 @@ class Settings(BaseModel):
             erase_state_machine_arn=env.get("UHP_ERASE_STATE_MACHINE_ARN", ""),
             delete_state_machine_arn=env.get("UHP_DELETE_STATE_MACHINE_ARN", ""),
             consolidate_state_machine_arn=env.get("UHP_CONSOLIDATE_STATE_MACHINE_ARN", ""),
+            derive_state_machine_arn=env.get("UHP_DERIVE_STATE_MACHINE_ARN", ""),
             workflow_wait_seconds=float(env.get("UHP_WORKFLOW_WAIT_SECONDS", "20")),
             pitr_enabled=env.get("UHP_PITR_ENABLED", "false").lower() == "true",
             pitr_retention_days=int(env.get("UHP_PITR_RETENTION_DAYS", "35")),
@@ -62,4 +76,10 @@ class Settings(BaseModel):
             embedding_model_id=env.get("UHP_EMBEDDING_MODEL_ID", "amazon.titan-embed-text-v2:0"),
             embedding_dimensions=int(env.get("UHP_EMBEDDING_DIMENSIONS", "1024")),
             abstain_similarity=float(env["UHP_ABSTAIN_SIMILARITY"]) if env.get("UHP_ABSTAIN_SIMILARITY") else None,
+            derivation=env.get("UHP_DERIVATION", "none"),  # type: ignore[arg-type]  # validated by the model
+            derivation_model=env.get("UHP_DERIVATION_MODEL", ""),
+            derivation_base_url=env.get("UHP_DERIVATION_BASE_URL", ""),
+            derivation_api_key=env.get("UHP_DERIVATION_API_KEY", ""),
+            derivation_api_key_secret=env.get("UHP_DERIVATION_API_KEY_SECRET", ""),
+            derivation_max_tokens=int(env.get("UHP_DERIVATION_MAX_TOKENS", "4096")),
         )

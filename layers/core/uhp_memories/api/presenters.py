@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from uhp_memories.api import schemas
@@ -115,7 +116,8 @@ def snapshot(s: Snapshot) -> schemas.SnapshotOut:
     )
 
 
-def job(j: Job) -> schemas.JobOut:
+def job(j: Job, records: Sequence[RecordView] = ()) -> schemas.JobOut:
+    """A job; `records`, what a derive job produced, as its reader may see them."""
     result = j.result
     return schemas.JobOut(
         id=j.id,
@@ -127,6 +129,9 @@ def job(j: Job) -> schemas.JobOut:
         erased_files=result.get("erased_files", []) if "erased" in result else None,
         unreachable=[schemas.UnreachableOut(**u) for u in result["unreachable"]] if "unreachable" in result else None,
         error=result.get("error"),
+        records=[record(v) for v in records],
+        usage=result.get("usage") if j.kind == "derive" else None,
+        model=result.get("model") if j.kind == "derive" else None,
     )
 
 
@@ -248,6 +253,7 @@ def turn(answer: TurnAnswer, harness_id: str) -> schemas.TurnOut:
         harness_id=harness_id,
         memory_id=answer.memory_id,
         records=[record(v) for v in answer.records],
+        job=schemas.JobRef(id=answer.job.id, status=answer.job.status) if answer.job is not None else None,  # type: ignore[arg-type]
     )
 
 

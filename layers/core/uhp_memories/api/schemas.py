@@ -303,18 +303,27 @@ class EraseOut(BaseModel):
     unreachable: list[UnreachableOut]
 
 
+class JobRef(BaseModel):
+    id: str
+    status: Literal["pending", "running", "completed", "failed"]
+
+
 class JobOut(BaseModel):
     id: str
     object: Literal["memory.job"] = "memory.job"
     kind: str
     memory_id: str
-    status: Literal["running", "completed", "failed"]
-    records: list[RecordOut] = Field(default_factory=list)
+    status: Literal["pending", "running", "completed", "failed"]
+    records: list[RecordOut] = Field(
+        default_factory=list, description="a derive job: the episodes observed and the records derived from them"
+    )
     erased: list[str] | None = None
     erased_elsewhere: int | None = None
     erased_files: list[str] | None = None
     unreachable: list[UnreachableOut] | None = None
     error: str | None = None
+    usage: dict[str, int] | None = Field(default=None, description="a derive job: the model's tokens")
+    model: str | None = Field(default=None, description="a derive job: the model that derived")
 
 
 class JobAccepted(BaseModel):
@@ -687,6 +696,9 @@ class TurnOut(BaseModel):
     harness_id: str
     memory_id: str
     records: list[RecordOut]
+    job: JobRef | None = Field(
+        default=None, description="the derivation from these episodes, where the provider derives"
+    )
 
 
 class PathOut(BaseModel):

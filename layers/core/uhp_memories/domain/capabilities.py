@@ -11,8 +11,9 @@ from uhp_memories.domain.limits import MAX_DEPTH
 from uhp_memories.domain.models import NATIVE_PROVIDER
 
 
-def native_provider(free_query_languages: tuple[str, ...] = ()) -> dict[str, Any]:
-    """`free_query_languages`: what this deployment's index can confine (OpenSearch), else none."""
+def native_provider(free_query_languages: tuple[str, ...] = (), *, derives: bool = False) -> dict[str, Any]:
+    """`free_query_languages`: what this deployment's index can confine (OpenSearch), else none.
+    `derives`: whether the deployment has a derivation model (domain/observing.py)."""
     free: Any = {"languages": list(free_query_languages), "write": False} if free_query_languages else False
     return {
         "id": NATIVE_PROVIDER,
@@ -20,9 +21,10 @@ def native_provider(free_query_languages: tuple[str, ...] = ()) -> dict[str, Any
         # Records sit under a key that starts with the memory's id; the server adds it to every read
         # and write and checks it on every record fetched by id.
         "isolation": "enforced_filter",
-        "derivation": "none",
-        # Episodes are kept as records as they arrive; nothing is derived, so observe answers at once.
-        "observe": {"keeps_episodes": True, "answers": "records"},
+        # With a model, a job derives facts and notes after observe answers (202); without one, nothing.
+        "derivation": "background" if derives else "none",
+        # Episodes are kept as records as they arrive, before any derivation.
+        "observe": {"keeps_episodes": True, "answers": "job" if derives else "records"},
         "recall": {"signals": ["query", "text", "filters"], "abstain": True, "max_depth": MAX_DEPTH},
         "history": {"content": "versions", "structure": "none"},
         "snapshots": True,

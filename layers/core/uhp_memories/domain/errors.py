@@ -91,5 +91,10 @@ class AlreadyExists(Exception):
     """Raised by a repository when a conditional put finds the item already there."""
 
 
+class SourceGone(Exception):
+    """Raised by a repository when a derived record's source (an episode it was derived from) is no
+    longer there: erased while the derivation ran, so what was derived from it must not be written."""
+
+
 class TreeChanged(Exception):
     """Raised by a repository when a node or an ancestor moved under a concurrent write."""

@@ -11,9 +11,9 @@ from typing import Any, Protocol
 class Job:
     tenant: str
     id: str
-    kind: str  # erase | delete
+    kind: str  # erase | delete | derive
     memory_id: str
-    status: str  # running | completed | failed
+    status: str  # running (erase, delete) or pending (derive, as §5.1 names it) | completed | failed
     requested_by: str
     created_at: int
     finished_at: int | None = None
@@ -27,6 +27,11 @@ class JobRepository(Protocol):
 
     def finish(self, tenant: str, job_id: str, status: str, result: dict[str, Any], finished_at: int) -> Job:
         """Record the outcome and release the memory, in one transaction. Idempotent."""
+        ...
+
+    def progress(self, tenant: str, job_id: str, result: dict[str, Any]) -> bool:
+        """Replace an unfinished job's result with what it has done so far (a step's write-ahead), and
+        answer True; answer False, changing nothing, when the job has finished or does not exist."""
         ...
 
     def get(self, tenant: str, job_id: str) -> Job | None:

@@ -6,6 +6,7 @@ one transaction; forget closes the current version and keeps its place in the ch
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import re
@@ -583,6 +584,12 @@ class RecordService:
     def view(self, access: AccessView, record: RecordVersion) -> RecordView:
         """A version as this reader sees it (references resolved with its privileges)."""
         return self._view(access, record)
+
+    def views(self, caller: Caller, memory_id: str, versions: Sequence[RecordVersion]) -> builtins.list[RecordView]:
+        """Versions of a memory as a reader of it sees them (read needed)."""
+        access = self._ports.access(caller)
+        access.require(memory_id, "read")
+        return [self._view(access, v) for v in versions]
 
     def _view(self, access: AccessView, record: RecordVersion, withheld: frozenset[str] = frozenset()) -> RecordView:
         references = [] if "references" in withheld else [self._resolve(access, ref) for ref in record.references]

@@ -237,9 +237,16 @@ class RemovalService:
         """Every version chain to erase: the named records, those a filter matches, or every file
         that was ever under a directory (any version's path), and then, transitively, every record
         derived from one of them, in any memory of the tenant."""
-        records = self._ports.records
         chosen = self._chosen_chains(tenant, memory_id, record_ids, filters, under)
-        chains = dict.fromkeys((memory_id, chain_id) for chain_id in chosen)
+        return self._with_derived(tenant, [(memory_id, chain_id) for chain_id in dict.fromkeys(chosen)], set())
+
+    def _with_derived(
+        self, tenant: str, seeds: Sequence[tuple[str, str]], known: set[tuple[str, str]]
+    ) -> EraseTargets:
+        """The chains `seeds` names (memory_id, chain_id) and, transitively, every record derived from
+        one of their versions, leaving out the chains in `known`."""
+        records = self._ports.records
+        chains = dict.fromkeys(seed for seed in seeds if seed not in known)
         frontier = list(chains)
         versions: dict[str, str] = {}
         files: set[str] = set()
@@ -254,7 +261,7 @@ class RemovalService:
                     if file_id is not None:
                         files.add(file_id)
                 for derived in records.derived_from(tenant, [v for v, m in versions.items() if m == chain_memory]):
-                    if derived not in chains:
+                    if derived not in chains and derived not in known:
                         chains[derived] = None
                         next_frontier.append(derived)
             if len(chains) > MAX_CHAINS:
@@ -308,10 +315,26 @@ class RemovalService:
         """Kept idempotent responses that mention a target; how many went."""
         return self._cached.purge_mentioning([v.id for v in targets.versions] + list(targets.files))
 
-    def erase_records(self, tenant: str, chains: Sequence[ChainTarget]) -> int:
+    def erase_records(self, tenant: str, targets: EraseTargets) -> EraseTargets:
+        """Remove the targets' version chains for good, then what was derived from them after they were
+        resolved (a derivation that wrote while this erase ran), and answer the latter.
+
+        A derived record is written only while its sources exist (RecordRepository.append_derived), and
+        the targets are gone by the time of this last look, so none can be written after it: an erase
+        leaves nothing derived behind, however the two interleave."""
+        self._erase_chains(tenant, targets.chains)
+        known = {(c.memory_id, c.chain_id) for c in targets.chains}
+        seeds = self._ports.records.derived_from(tenant, [v.id for v in targets.versions])
+        late = self._with_derived(tenant, seeds, known)
+        if late.chains:
+            self.erase_from_index(tenant, late.versions)
+            self.erase_files(tenant, late)
+            self._erase_chains(tenant, late.chains)
+        return late
+
+    def _erase_chains(self, tenant: str, chains: Sequence[ChainTarget]) -> None:
         for chain in chains:
             self._ports.records.erase_chain(tenant, chain.memory_id, chain.chain_id)
-        return len(chains)
 
     def finish_erase(
         self, tenant: str, job_id: str, versions: Sequence[VersionTarget], files: Sequence[str] = ()

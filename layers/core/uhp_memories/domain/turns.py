@@ -1,12 +1,13 @@
 """Observe after a turn (§9.1): a turn becomes episodes in the harness's default memory.
 
 One episode per part, in one observe (one transaction: all or none): what was asked, what was
-answered, then each tool that ran, in order. Every episode carries `attributes.turn`: the turn's id
-(drawn by the server), the harness, the part (`asked`, `answered`, `tool`) and its index; a tool's
-episode names the tool. A turn may name the prime its session began with (`prime_id`, from GET
-.../prime): the `asked` episode then keeps `primed`, the server's own record of what that prime placed,
-per memory, in tokens and record versions (domain/prime.py, `Placement`). No model runs: the native
-provider keeps the episodes as they are.
+answered, then each tool that ran, in order. Where the provider derives (domain/observing.py), the
+answer also names the job deriving from them; no model runs before the answer. Every episode
+carries `attributes.turn`: the turn's id (drawn by the server), the harness, the part (`asked`,
+`answered`, `tool`) and its index; a tool's episode names the tool. A turn may name the prime its
+session began with (`prime_id`, from GET .../prime): the `asked` episode then keeps `primed`, the
+server's own record of what that prime placed, per memory, in tokens and record versions
+(domain/prime.py, `Placement`).
 
 Who may post: anyone whose write observe accepts on the default memory, the harness itself first.
 The default is read from the harness's stored list; a caller other than the harness that cannot see
@@ -23,9 +24,11 @@ from typing import Any
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import MemoryInvalid
 from uhp_memories.domain.harnesses import AttachmentRepository, MemoriesNotAttached, harness_caller
+from uhp_memories.domain.jobs import Job
 from uhp_memories.domain.models import Caller
+from uhp_memories.domain.observing import ObserveService
 from uhp_memories.domain.prime import Placement, PrimeService
-from uhp_memories.domain.records import OBSERVE_MAX, RecordInput, RecordService, RecordView
+from uhp_memories.domain.records import OBSERVE_MAX, RecordInput, RecordView
 
 MAX_TOOLS = OBSERVE_MAX - 2  # with what was asked and what was answered: one observe
 
@@ -50,6 +53,7 @@ class TurnAnswer:
     turn_id: str
     memory_id: str
     records: list[RecordView]
+    job: Job | None = None  # the derivation from the turn's episodes, where the provider derives
 
 
 def _as_text(value: Any) -> str:
@@ -74,11 +78,11 @@ def tool_text(tool: ToolRun) -> str:
 
 class TurnService:
     def __init__(
-        self, ports: Ports, attachments: AttachmentRepository, records: RecordService, prime: PrimeService
+        self, ports: Ports, attachments: AttachmentRepository, observing: ObserveService, prime: PrimeService
     ) -> None:
         self._ports = ports
         self._attachments = attachments
-        self._records = records
+        self._observing = observing
         self._prime = prime
 
     def observe_turn(self, caller: Caller, harness_id: str, turn: Turn) -> TurnAnswer:
@@ -108,5 +112,5 @@ class TurnService:
             part("answered", 1, turn.answered),
             *(part("tool", 2 + i, tool_text(t), tool=t.name) for i, t in enumerate(turn.tools)),
         ]
-        views = self._records.observe(caller, default.memory_id, episodes)
-        return TurnAnswer(turn_id, default.memory_id, views)
+        observed = self._observing.observe(caller, default.memory_id, episodes)
+        return TurnAnswer(turn_id, default.memory_id, observed.records, observed.job)

@@ -17,6 +17,7 @@ WORKFLOWS: dict[str, str] = {
     "erase": "erase.asl.json",
     "delete": "delete_memory.asl.json",
     "consolidate": "consolidate.asl.json",
+    "derive": "derive.asl.json",
 }
 
 # ASL substitution -> step handler (functions.steps.handler.<name>)
@@ -32,6 +33,8 @@ STEPS: dict[str, str] = {
     "FinishDelete": "finish_delete",
     "Consolidate": "consolidate",
     "RecordConsolidationFailure": "record_consolidation_failure",
+    "Derive": "derive",
+    "RecordDerivationFailure": "record_derivation_failure",
 }
 
 

@@ -70,6 +70,9 @@ class VersionState(State):
     id: str
     memory_id: str
 
+    def to_domain(self) -> VersionTarget:
+        return VersionTarget(self.id, self.memory_id)
+
 
 class TargetsState(State):
     """ResolveTargets' output, at $.targets: what every later erase step removes."""
@@ -95,11 +98,12 @@ class TargetsState(State):
 
 
 class EraseResolved(State):
-    """The input of every erase step after ResolveTargets."""
+    """The input of every erase step after ResolveTargets (FinishErase's also holds EraseRecords')."""
 
     tenant: str
     job_id: str
     targets: TargetsState
+    records: RecordsErased | None = None
 
 
 class IndexErased(State):
@@ -121,9 +125,11 @@ class ResponsesErased(State):
 
 
 class RecordsErased(State):
-    """EraseRecords, at $.records: version chains removed."""
+    """EraseRecords, at $.records: version chains removed, and the versions of records derived from the
+    targets after they were resolved, swept after them (RemovalService.sweep_derived)."""
 
     chains: int
+    swept: list[VersionState] = []
 
 
 class JobFailed(AfterFailure):
@@ -169,3 +175,18 @@ class PassDone(State):
     ("missing" for a run that does not exist)."""
 
     status: str
+
+
+# -- derivation (derive.asl.json) ----------------------------------------------------------------
+
+
+class DerivationStarted(State):
+    """The derive execution's input (ObserveService.observe starts it)."""
+
+    tenant: str
+    memory_id: str
+    job_id: str
+
+
+class DerivationFailed(AfterFailure, DerivationStarted):
+    """RecordDerivationFailure's input."""

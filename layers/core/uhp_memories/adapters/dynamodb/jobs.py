@@ -65,6 +65,20 @@ class DynamoJobRepository:
         )
         return self.get(tenant, job_id)  # type: ignore[return-value]
 
+    def progress(self, tenant: str, job_id: str, result: dict[str, Any]) -> bool:
+        try:
+            self._table.client.update_item(
+                TableName=self._table.name,
+                Key={"PK": {"S": keys.job_pk(tenant, job_id)}, "SK": {"S": keys.JOB_SK}},
+                UpdateExpression="SET #r = :r",
+                ConditionExpression="attribute_exists(PK) AND attribute_not_exists(finished_at) AND tenant = :t",
+                ExpressionAttributeNames={"#r": "result"},
+                ExpressionAttributeValues={":r": {"S": json.dumps(result)}, ":t": {"S": tenant}},
+            )
+        except self._table.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
     def get(self, tenant: str, job_id: str) -> Job | None:
         item = self._table.get(keys.job_pk(tenant, job_id), keys.JOB_SK)
         if item is None or item.get("tenant") != tenant:

@@ -19,7 +19,7 @@ from uhp_memories.adapters.dynamodb.items import (
 from uhp_memories.adapters.dynamodb.paths import DynamoPathRepository
 from uhp_memories.adapters.dynamodb.schema import ACTIVE_INDEX, CHAIN_INDEX, TIMELINE_INDEX
 from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, Contended, DynamoTable
-from uhp_memories.domain.errors import AlreadyExists, StaleVersion, TreeChanged, WriteContended
+from uhp_memories.domain.errors import AlreadyExists, SourceGone, StaleVersion, TreeChanged, WriteContended
 from uhp_memories.domain.models import RecordVersion, Snapshot
 from uhp_memories.domain.paths import PathCondition, PathConflict
 
@@ -69,6 +69,19 @@ class DynamoRecordRepository:
             self._table.transact(operations)
         except ConditionFailed:
             raise TreeChanged(records[0].memory_id) from None
+
+    def append_derived(self, record: RecordVersion, sources: Sequence[str]) -> None:
+        pk = keys.memory_pk(record.tenant, record.memory_id)
+        own = [*self._put_ops(record), self._count(record, 1)]
+        checks = [self._table.check_op(pk, keys.record_sk(source), "attribute_exists(PK)") for source in sources]
+        try:
+            self._table.transact(own + checks)
+        except ConditionFailed as failure:
+            if 0 in failure.failed:
+                raise AlreadyExists(record.id) from None
+            if failure.failed and min(failure.failed) >= len(own):
+                raise SourceGone(record.id) from None
+            raise TreeChanged(record.memory_id) from None
 
     def _close_op(self, closed: RecordVersion) -> dict:
         assignments = "SET #status = :status, invalidated_at = :at"
