@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from infra.layout import AUTHORIZER, Layout
 from uhp_memories.api.routes import FUNCTIONS
@@ -37,7 +38,10 @@ class Access:
     embeddings: bool = False  # bedrock:InvokeModel on the configured embedding model, when the stage has a domain
     erase_report: bool = False  # writes the erase report: told whether a search domain keeps deleted documents
     start_workflows: tuple[str, ...] = ()  # workflows it starts and waits on (uhp_memories.workflows.WORKFLOWS)
-    derivation: bool = False  # calls the stage's derivation model (bedrock:InvokeModel on it only), when one is set
+    # The stage's derivation model (infra/config.py DerivationConfig), when it has one: "declare" reads
+    # only whether it derives (observe starts the job, the capability document says so); "call" calls it
+    # (bedrock:InvokeModel on that model only, or its endpoint's key secret).
+    derivation: Literal["", "declare", "call"] = ""
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ RECALL = Access(main_table=True, idempotency_table=True, search=True, embeddings
 
 FUNCTION_ACCESS: Mapping[str, Access] = {
     AUTHORIZER: Access(keys_table=True),
-    "discovery": Access(),  # answers from code alone
+    "discovery": Access(derivation="declare"),  # answers from code and the stage's settings alone
     # Delete hides the subtree and starts the delete workflow, whose purge step drops the documents.
     "memories": Access(main_table=True, idempotency_table=True, start_workflows=("delete",)),
     "grants": API,
@@ -83,7 +87,8 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
     "queries": RECALL,  # named queries run recall; free queries search the domain
     # Indexes the episodes after the commit; starts the derivation that follows, when the stage derives.
     "observe": Access(
-        main_table=True, idempotency_table=True, search=True, embeddings=True, start_workflows=("derive",)
+        main_table=True, idempotency_table=True, search=True, embeddings=True, start_workflows=("derive",),
+        derivation="declare",
     ),
     "jobs": Access(main_table=True),  # GET only: no idempotency
     "erase": Access(main_table=True, idempotency_table=True, start_workflows=("erase",)),
@@ -93,7 +98,8 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
     # Starts a consolidation pass and waits on it; revert appends versions itself (no index after the
     # commit: the stream indexer brings the index in step).
     "consolidations": Access(main_table=True, idempotency_table=True, start_workflows=("consolidate",)),
-    "harnesses": Access(main_table=True, idempotency_table=True, start_workflows=("derive",)),  # a turn observes
+    # A turn observes: its episodes start a derivation where the stage derives.
+    "harnesses": Access(main_table=True, idempotency_table=True, start_workflows=("derive",), derivation="declare"),
     # MCP (§9.1): its tools run the services records, recall and queries run, so it touches what they do
     # (a remembered record naming a file copies the upload, as records does); no workflows: erase and
     # memory delete are never tools.
@@ -117,7 +123,7 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
     "steps.record_consolidation_failure": Access(main_table=True),
     # Asks the stage's derivation model (Bedrock, or an OpenAI-compatible endpoint), writes what it kept
     # and indexes it after the commit.
-    "steps.derive": Access(main_table=True, search=True, embeddings=True, derivation=True),
+    "steps.derive": Access(main_table=True, search=True, embeddings=True, derivation="call"),
     "steps.record_derivation_failure": Access(main_table=True),
     # Workers (functions/<name>/handler.py).
     # The stream backstop of the index: images come with the stream, so no table access; it embeds

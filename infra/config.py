@@ -116,6 +116,69 @@ class EmbeddingsConfig(_Strict):
         return environment
 
 
+# Bedrock's cross-region inference profiles: an id with one of these prefixes names a profile, which
+# routes to the foundation model in any region of its geography.
+INFERENCE_PROFILE_PREFIXES = ("us.", "eu.", "apac.", "us-gov.", "jp.", "au.", "ca.", "global.")
+
+
+class DerivationConfig(_Strict):
+    """The model that derives facts and notes from episodes after observe answers (domain/observing.py),
+    if any. Only the derive step calls it, and only it gets the permission to."""
+
+    provider: Literal["none", "bedrock", "openai"] = Field(
+        default="none", description="none: observe keeps episodes and derives nothing (derivation: none)"
+    )
+    model_id: str = Field(
+        default="", max_length=200,
+        description="bedrock: a model id (amazon.nova-lite-v1:0) or an inference profile id (us.anthropic...); "
+        "openai: the model name the endpoint serves",
+    )
+    base_url: str = Field(default="", max_length=500, description="openai: the endpoint's https base URL")
+    api_key_secret_arn: str | None = Field(
+        default=None, pattern=r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+$",
+        description="openai: the Secrets Manager secret holding the endpoint's API key (none: no key)",
+    )
+    max_tokens: int = Field(default=4096, ge=256, le=65536, description="the longest answer a derivation may get")
+
+    @model_validator(mode="after")
+    def _complete(self) -> DerivationConfig:
+        if self.provider == "none":
+            if self.model_id or self.base_url or self.api_key_secret_arn:
+                raise ValueError("derivation.provider none takes no model_id, base_url or api_key_secret_arn")
+            return self
+        if not self.model_id:
+            raise ValueError(f"derivation.provider {self.provider} needs a model_id")
+        if self.provider == "bedrock" and (self.base_url or self.api_key_secret_arn):
+            raise ValueError("derivation.provider bedrock takes no base_url or api_key_secret_arn")
+        if self.provider == "openai" and not self.base_url.startswith("https://"):
+            raise ValueError("derivation.provider openai needs an https:// base_url (the key travels with it)")
+        return self
+
+    @property
+    def inference_profile(self) -> bool:
+        return self.provider == "bedrock" and self.model_id.startswith(INFERENCE_PROFILE_PREFIXES)
+
+    @property
+    def foundation_model_id(self) -> str:
+        """The foundation model a Bedrock id names (an inference profile's without its geography)."""
+        return self.model_id.split(".", 1)[1] if self.inference_profile else self.model_id
+
+    def environment(self) -> dict[str, str]:
+        """What the derive step reads (uhp_memories.settings), and what observe reads to know it derives."""
+        if self.provider == "none":
+            return {}
+        environment = {
+            "UHP_DERIVATION": self.provider,
+            "UHP_DERIVATION_MODEL": self.model_id,
+            "UHP_DERIVATION_MAX_TOKENS": str(self.max_tokens),
+        }
+        if self.provider == "openai":
+            environment["UHP_DERIVATION_BASE_URL"] = self.base_url
+            if self.api_key_secret_arn:
+                environment["UHP_DERIVATION_API_KEY_SECRET"] = self.api_key_secret_arn
+        return environment
+
+
 class ApiConfig(_Strict):
     """API Gateway: stage-wide limits, and the defaults of each tenant's usage plan."""
 
@@ -161,6 +224,7 @@ class StageConfig(_Strict):
     api: ApiConfig = ApiConfig()
     search: SearchConfig = SearchConfig()
     embeddings: EmbeddingsConfig = EmbeddingsConfig()
+    derivation: DerivationConfig = DerivationConfig()
 
     @field_validator("log_retention_days")
     @classmethod

@@ -13,6 +13,7 @@ from constructs import Construct
 from infra.catalog import Access, LambdaEntry, access_of, lambda_entries
 from infra.config import StageConfig
 from infra.constructs.data import DataStores
+from infra.constructs.derivation import Derivation
 from infra.constructs.embeddings import Embeddings
 from infra.constructs.functions import (
     IDEMPOTENCY_PURGE_ACTIONS,
@@ -60,6 +61,7 @@ class ServiceFunctions(Construct):
         data: DataStores,
         search: Search | None,
         embeddings: Embeddings,
+        derivation: Derivation,
         catalog: Mapping[str, Access],
     ) -> None:
         super().__init__(scope, construct_id)
@@ -67,6 +69,7 @@ class ServiceFunctions(Construct):
         self._data = data
         self._search = search
         self._embeddings = embeddings
+        self._derivation = derivation
         self.entries: dict[str, LambdaEntry] = {entry.name: entry for entry in lambda_entries(layout)}
         self.access: dict[str, Access] = {name: access_of(name, catalog) for name in self.entries}
         self.functions: dict[str, ServiceFunction] = {}
@@ -123,6 +126,10 @@ class ServiceFunctions(Construct):
             env.update(self._search.environment)
             # The index is bound to one embedding model: whoever opens it names the model, even to delete.
             env.update(self._embeddings.environment)
+        if access.derivation == "declare":
+            env.update(self._derivation.declared_environment())
+        elif access.derivation == "call":
+            env.update(self._derivation.call_environment())
         if self._search is not None and access.erase_report:
             # The report names the domain's segments as keeping deleted documents until a merge.
             env["UHP_SEARCH_ENDPOINT"] = self._search.url
@@ -150,6 +157,8 @@ class ServiceFunctions(Construct):
                 "Objects are keyed by tenant, memory and file id at run time; the role reaches the objects "
                 "of this one bucket only.",
             )
+        if access.derivation == "call" and self._derivation.derives:
+            self._derivation.grant_call(function)
         # A stage without a search domain has nothing to grant: the functions then run without the index,
         # never embed, and the indexer has nothing to keep in step.
         if self._search is not None:

@@ -14,6 +14,7 @@ from infra.constructs.api import Api
 from infra.constructs.auth import Auth
 from infra.constructs.compute import ServiceFunctions
 from infra.constructs.data import DataStores
+from infra.constructs.derivation import Derivation
 from infra.constructs.embeddings import Embeddings
 from infra.constructs.functions import ServiceFunction, removal_policy_of
 from infra.constructs.monitoring import Monitoring
@@ -49,6 +50,7 @@ class MemoryServiceStack(Stack):
         self.packaging = Packaging(self, "Packaging", layout=layout, removal_policy=removal_policy_of(config))
         self.search = Search(self, "Search", config=config) if config.search.enabled else None
         self.embeddings = Embeddings(self, "Embeddings", config=config.embeddings)
+        self.derivation = Derivation(self, "Derivation", config=config.derivation)
         self.functions = ServiceFunctions(
             self,
             "Functions",
@@ -58,6 +60,7 @@ class MemoryServiceStack(Stack):
             data=self.data,
             search=self.search,
             embeddings=self.embeddings,
+            derivation=self.derivation,
             catalog=catalog,
         )
         self.workflows = Workflows(

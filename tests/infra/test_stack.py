@@ -58,6 +58,26 @@ def no_search(clean_checkout: Path, tmp_path_factory: pytest.TempPathFactory) ->
     return synthesize(root, "nosearch", tmp_path_factory.mktemp("cdk-no-search"))
 
 
+DERIVATION_VARIANTS = {
+    "profile": {"provider": "bedrock", "model_id": "us.anthropic.claude-haiku-4-5-20251001-v1:0"},
+    "openai": {"provider": "openai", "model_id": "qwen2.5-7b-instruct", "base_url": "https://llm.example.com",
+               "api_key_secret_arn": "arn:aws:secretsmanager:eu-west-1:111111111111:secret:llm-key-AbCdEf"},
+}
+
+
+@pytest.fixture(scope="module", params=sorted(DERIVATION_VARIANTS))
+def derive_variant(request: pytest.FixtureRequest, clean_checkout: Path, tmp_path_factory: pytest.TempPathFactory
+                   ) -> Synth:
+    """The small stage with another derivation model: an inference profile, an OpenAI-compatible endpoint."""
+    root = tmp_path_factory.mktemp(f"derive-{request.param}") / "repo"
+    shutil.copytree(clean_checkout, root)
+    cdk = json.loads((root / "cdk.json").read_text())
+    stages = cdk["context"]["uhp-memories:stages"]
+    stages[request.param] = {**stages["dev"], "derivation": DERIVATION_VARIANTS[request.param]}
+    (root / "cdk.json").write_text(json.dumps(cdk))
+    return synthesize(root, request.param, tmp_path_factory.mktemp(f"cdk-derive-{request.param}"))
+
+
 def table_id(synth: Synth, spec: TableSpec) -> str:
     matches = [
         name
@@ -150,6 +170,18 @@ def expected_permissions(synth: Synth, name: str, access: Access) -> set[tuple[s
     if access.embeddings and domains:
         model = synth.stack.config.embeddings.model_id
         pairs.add(("bedrock:InvokeModel", f"arn:aws:bedrock:{synth.stack.region}::foundation-model/{model}"))
+    derivation = synth.stack.config.derivation
+    if access.derivation == "call" and derivation.provider == "bedrock":
+        if derivation.inference_profile:
+            pairs.add(("bedrock:InvokeModel", f"arn:aws:bedrock:*::foundation-model/{derivation.foundation_model_id}"))
+            pairs.add(("bedrock:InvokeModel",
+                       f"arn:aws:bedrock:{synth.stack.region}:{synth.stack.account}:inference-profile/"
+                       f"{derivation.model_id}"))
+        else:
+            pairs.add(("bedrock:InvokeModel",
+                       f"arn:aws:bedrock:{synth.stack.region}::foundation-model/{derivation.model_id}"))
+    if access.derivation == "call" and derivation.api_key_secret_arn:
+        pairs.add(("secretsmanager:GetSecretValue", derivation.api_key_secret_arn))
     if access.main_table_stream and domains:
         pairs |= {(a, f"<{main}.StreamArn>") for a in STREAM_READ} | {("dynamodb:ListStreams", "*")}
         pairs |= {(a, f"<{dead_letter_queue(synth, name)}.Arn>") for a in DEAD_LETTER_SEND}
@@ -342,6 +374,33 @@ def test_without_a_search_domain_no_function_reaches_the_index(no_search: Synth,
     assert not (SEARCH_ENV | EMBEDDING_ENV) & set(environment(no_search, name)), name
 
 
+DERIVATION_ENV = {"UHP_DERIVATION_MODEL", "UHP_DERIVATION_BASE_URL", "UHP_DERIVATION_API_KEY_SECRET",
+                  "UHP_DERIVATION_MAX_TOKENS"}
+
+
+def test_only_the_derive_step_may_call_the_derivation_model(dev: Synth, derive_variant: Synth) -> None:
+    callers = {name for name, access in FUNCTION_ACCESS.items() if access.derivation == "call"}
+    assert callers == {"steps.derive"}
+    for synth in (dev, derive_variant):
+        for name, access in FUNCTION_ACCESS.items():
+            assert permissions(synth, lambda_id(synth, name)) == expected_permissions(synth, name, access), name
+            env = environment(synth, name)
+            # Those that start a derivation or declare one know that the stage derives, and nothing of the model.
+            assert ("UHP_DERIVATION" in env) == (access.derivation != ""), name
+            assert bool(DERIVATION_ENV & set(env)) == (name in callers), name
+    assert environment(dev, "steps.derive")["UHP_DERIVATION_MODEL"] == "amazon.nova-lite-v1:0"
+    assert derive_variant.nag_error is None, derive_variant.violations()
+
+
+def test_a_stage_without_a_derivation_model_grants_and_declares_none(prod: Synth) -> None:
+    assert prod.stack.config.derivation.provider == "none"
+    for name in FUNCTION_ACCESS:
+        env = environment(prod, name)
+        assert not {"UHP_DERIVATION", *DERIVATION_ENV} & set(env), name
+        assert not any(action.startswith(("bedrock:", "secretsmanager:")) and "embed" not in resource
+                       for action, resource in permissions(prod, lambda_id(prod, name))), name
+
+
 def test_the_functions_that_index_search_or_embed_are_exactly_those_the_code_paths_need() -> None:
     """bootstrap builds the recall engine lazily: only code paths that call it need the domain."""
     uses_index = {name for name, access in FUNCTION_ACCESS.items() if access.search}
@@ -358,10 +417,12 @@ def test_the_functions_that_index_search_or_embed_are_exactly_those_the_code_pat
         "operations",  # a write operation revises (indexes after the commit); a read one may run a recall
         "steps.consolidate",  # asks the index for each new record's neighbours, indexes what it changes
         "indexer",
+        "steps.derive",  # indexes the records it derives after the commit
         "steps.erase_from_index",
+        "steps.erase_records",  # drops the documents of records a derivation wrote while the erase ran
         "steps.purge_subtree",
     }
-    assert embeds == uses_index - {"steps.erase_from_index", "steps.purge_subtree"}
+    assert embeds == uses_index - {"steps.erase_from_index", "steps.erase_records", "steps.purge_subtree"}
     assert not FUNCTION_ACCESS["memories"].search, "memory delete drops documents in the workflow's purge step"
 
 
