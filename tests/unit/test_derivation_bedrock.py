@@ -20,6 +20,7 @@ from uhp_memories.domain.derivation import (
     DerivationThrottled,
     DerivationUnavailable,
     EpisodeText,
+    Statement,
 )
 
 MODEL = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
@@ -158,3 +159,18 @@ def test_configuration_errors_are_not_disguised_as_retryable(stubbed: tuple[Any,
 def test_a_deriver_needs_a_model_id(stubbed: tuple[Any, Stubber]) -> None:
     with pytest.raises(ValueError, match="model id"):
         BedrockDeriver(stubbed[0], "")
+
+
+def test_a_judgement_forces_the_judgement_tool_and_reads_its_verdicts(stubbed: tuple[Any, Stubber]) -> None:
+    client, stubber = stubbed
+    pairs = [(Statement("hrec_" + "1" * 32, "Acme renews in March.", "2026-09-01T00:00:00.000Z"),
+              Statement("hrec_" + "2" * 32, "Acme renews in April.", "2026-10-01T00:00:00.000Z"))]
+    deriver = BedrockDeriver(client, MODEL, token_hex=lambda n: "e" * (2 * n))  # the same fence each request
+    request = deriver.judge_request(pairs)
+    assert request["toolConfig"]["toolChoice"] == {"tool": {"name": "record_judgements"}}
+    assert request["toolConfig"]["tools"][0]["toolSpec"]["inputSchema"] == {"json": prompts.JUDGE_SCHEMA}
+    assert request["system"] == [{"text": prompts.JUDGE_SYSTEM_PROMPT}]
+    verdicts = {"verdicts": [{"pair": 1, "relation": "updates"}]}
+    stubber.add_response("converse", response([tool_call(verdicts, name="record_judgements")]), request)
+    judged = deriver.judge(pairs)
+    assert (judged.relations, judged.prompt_version, judged.usage.output_tokens) == (["updates"], "judge-v1", 88)

@@ -20,6 +20,7 @@ from uhp_memories.domain.derivation import (
     DerivationThrottled,
     DerivationUnavailable,
     EpisodeText,
+    Statement,
 )
 
 EPISODES = [
@@ -184,3 +185,42 @@ def test_an_episode_cannot_close_its_fence_or_speak_as_the_request(chat: Loopbac
     nonce = user.split("Fence: ", 1)[1].split(".", 1)[0]
     assert nonce not in hostile
     assert f"[[record-content {nonce}]]\n{hostile}\n[[/record-content {nonce}]]" in user
+
+
+# -- judging pairs (consolidation with a model) ---------------------------------------------------------
+
+PAIRS = [
+    (Statement("hrec_" + "1" * 32, "Acme renews in March.", "2026-09-01T00:00:00.000Z"),
+     Statement("hrec_" + "2" * 32, "Acme renews in April.", "2026-10-01T00:00:00.000Z", "2026-10-01T00:00:00.000Z")),
+    (Statement("hrec_" + "3" * 32, "Bob leads Acme.", "2026-09-01T00:00:00.000Z"),
+     Statement("hrec_" + "4" * 32, "Bob plays golf.", "2026-10-01T00:00:00.000Z")),
+]
+
+
+def test_a_judgement_asks_for_one_verdict_per_numbered_pair(chat: LoopbackChat) -> None:
+    chat.respond = lambda request: json_reply(completion(json.dumps(
+        {"verdicts": [{"pair": 2, "relation": "unrelated"}, {"pair": 1, "relation": "updates"}]})))
+    judged = deriver(chat).judge(PAIRS)
+    assert judged.relations == ["updates", "unrelated"]
+    assert (judged.usage.input_tokens, judged.model, judged.prompt_version) == (412, "qwen2.5-7b-instruct", "judge-v1")
+    body = chat.requests[0][2]
+    assert body["response_format"]["json_schema"]["name"] == "record_judgements"
+    assert body["response_format"]["json_schema"]["schema"] == prompts.JUDGE_SCHEMA
+    assert body["messages"][0]["content"] == prompts.JUDGE_SYSTEM_PROMPT
+    user = body["messages"][1]["content"]
+    assert "pair 1\nolder (valid_from=unknown, written_at=2026-09-01T00:00:00.000Z):" in user
+    assert "newer (valid_from=2026-10-01T00:00:00.000Z" in user
+    assert "[[record-content ffffffffffffffff]]\nAcme renews in April.\n[[/record-content ffffffffffffffff]]" in user
+
+
+@pytest.mark.parametrize("verdicts", [
+    [{"pair": 1, "relation": "updates"}],  # a pair left out
+    [{"pair": 1, "relation": "updates"}, {"pair": 1, "relation": "same"}],  # one judged twice
+    [{"pair": 1, "relation": "updates"}, {"pair": 3, "relation": "same"}],  # a pair that was not asked
+    [{"pair": 1, "relation": "updates"}, {"pair": 2, "relation": "maybe"}],
+    [{"pair": True, "relation": "updates"}, {"pair": 2, "relation": "same"}],
+])
+def test_a_judgement_that_does_not_judge_every_pair_once_is_malformed(chat: LoopbackChat, verdicts: list) -> None:
+    chat.respond = lambda request: json_reply(completion(json.dumps({"verdicts": verdicts})))
+    with pytest.raises(DerivationMalformed):
+        deriver(chat).judge(PAIRS)

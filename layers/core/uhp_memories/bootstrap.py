@@ -292,6 +292,7 @@ def build(
             neighbours=lambda: neighbours_of(engine()),
             count_tokens=count_tokens,
             text_of=text_of,
+            deriver=deriver,
         ),
         queries=QueryService(
             ports,

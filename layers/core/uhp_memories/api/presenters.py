@@ -176,7 +176,7 @@ def consolidation(run: Run) -> schemas.ConsolidationOut:
         finished_at=run.finished_at,
         read={"episodes": run.episodes_read, "records": run.records_read, "through": run.read_through},
         changes=counts,
-        usage={"input_tokens": run.tokens_read, "output_tokens": 0},
+        usage={"input_tokens": run.tokens_read + run.model_input_tokens, "output_tokens": run.model_output_tokens},
         budget={"limit": run.budget_limit, "unit": "tokens", "exhausted": run.budget_exhausted},
         written_by=dict(CONSOLIDATOR),
         reverted_by=run.reverted_by,

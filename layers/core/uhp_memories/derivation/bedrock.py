@@ -28,6 +28,8 @@ from uhp_memories.domain.derivation import (
     DerivationUsage,
     Derived,
     EpisodeText,
+    Judged,
+    Statement,
 )
 
 logger = logging.getLogger(__name__)
@@ -88,11 +90,17 @@ class BedrockDeriver:
 
     def request(self, episodes: Sequence[EpisodeText]) -> dict[str, Any]:
         """The Converse request for these episodes (keyword arguments of `converse`)."""
-        prompt = prompts.render(episodes, self._token_hex)
+        return self._request(prompts.render(episodes, self._token_hex), prompts.DERIVE)
+
+    def judge_request(self, pairs: Sequence[tuple[Statement, Statement]]) -> dict[str, Any]:
+        """The Converse request judging these pairs."""
+        return self._request(prompts.render_pairs(pairs, self._token_hex), prompts.JUDGE)
+
+    def _request(self, prompt: prompts.Prompt, task: prompts.Task) -> dict[str, Any]:
         tool_spec: dict[str, Any] = {
-            "name": prompts.ANSWER_NAME,
-            "description": prompts.ANSWER_DESCRIPTION,
-            "inputSchema": {"json": prompts.ANSWER_SCHEMA},
+            "name": task.name,
+            "description": task.description,
+            "inputSchema": {"json": task.schema},
         }
         if self._strict:
             tool_spec["strict"] = True
@@ -103,24 +111,14 @@ class BedrockDeriver:
             "inferenceConfig": {"maxTokens": self._max_tokens, "temperature": 0.0},
             "toolConfig": {
                 "tools": [{"toolSpec": tool_spec}],
-                "toolChoice": {"tool": {"name": prompts.ANSWER_NAME}},
+                "toolChoice": {"tool": {"name": task.name}},
             },
         }
 
     def derive(self, episodes: Sequence[EpisodeText]) -> Derived:
-        request = self.request(episodes)
-        response = self._converse(request)
-        stop_reason = str(response.get("stopReason", ""))
-        usage = _usage(response)
-        try:
-            facts = prompts.parse_answer(_tool_input(response, stop_reason), episodes)
-        except DerivationError as error:
-            error.usage = usage
-            logger.warning(
-                "derivation failed",
-                extra={"model": self._model, "reason": error.reason, "stop_reason": stop_reason},
-            )
-            raise
+        facts, usage, stop_reason = self._ask(
+            self.request(episodes), prompts.ANSWER_NAME, lambda answer: prompts.parse_answer(answer, episodes)
+        )
         logger.info(
             "derivation answered",
             extra={
@@ -133,6 +131,29 @@ class BedrockDeriver:
             },
         )
         return Derived(facts, usage, self._model, prompts.PROMPT_VERSION, stop_reason)
+
+    def judge(self, pairs: Sequence[tuple[Statement, Statement]]) -> Judged:
+        relations, usage, _ = self._ask(
+            self.judge_request(pairs), prompts.JUDGE.name, lambda answer: prompts.parse_judgement(answer, len(pairs))
+        )
+        return Judged(relations, usage, self._model, prompts.JUDGE_VERSION)
+
+    def _ask[T](
+        self, request: dict[str, Any], tool: str, parse: Callable[[object], T]
+    ) -> tuple[T, DerivationUsage, str]:
+        """Send a request, and parse the input of its one forced tool call; a failure carries what it cost."""
+        response = self._converse(request)
+        stop_reason = str(response.get("stopReason", ""))
+        usage = _usage(response)
+        try:
+            return parse(_tool_input(response, stop_reason, tool)), usage, stop_reason
+        except DerivationError as error:
+            error.usage = usage
+            logger.warning(
+                "derivation failed",
+                extra={"model": self._model, "reason": error.reason, "stop_reason": stop_reason},
+            )
+            raise
 
     def _converse(self, request: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -153,13 +174,13 @@ class BedrockDeriver:
             raise DerivationUnavailable("unavailable", f"Bedrock unreachable: {type(error).__name__}") from error
 
 
-def _tool_input(response: dict[str, Any], stop_reason: str) -> object:
+def _tool_input(response: dict[str, Any], stop_reason: str, tool: str) -> object:
     """The input of the one call of the answer tool, or the error that says why there is none."""
     if stop_reason in _STOPS_WITHOUT_ANSWER:
         raise _STOPS_WITHOUT_ANSWER[stop_reason](stop_reason, f"the model stopped without an answer: {stop_reason}")
     blocks = response.get("output", {}).get("message", {}).get("content", [])
     calls = [block["toolUse"] for block in blocks if "toolUse" in block]
-    answers = [call.get("input") for call in calls if call.get("name") == prompts.ANSWER_NAME]
+    answers = [call.get("input") for call in calls if call.get("name") == tool]
     if len(answers) != 1 or len(calls) != 1:
         # A text-only reply (forced tool use ignored, or a refusal in words) is not an answer either.
         raise DerivationMalformed("no_answer", f"the model made {len(answers)} answer call(s) of {len(calls)}")

@@ -30,6 +30,8 @@ from uhp_memories.domain.derivation import (
     DerivationUsage,
     Derived,
     EpisodeText,
+    Judged,
+    Statement,
 )
 
 logger = logging.getLogger(__name__)
@@ -86,7 +88,13 @@ class OpenAICompatDeriver:
 
     def request_body(self, episodes: Sequence[EpisodeText]) -> dict[str, Any]:
         """The chat completion request for these episodes."""
-        prompt = prompts.render(episodes, self._token_hex)
+        return self._body(prompts.render(episodes, self._token_hex), prompts.DERIVE)
+
+    def judge_body(self, pairs: Sequence[tuple[Statement, Statement]]) -> dict[str, Any]:
+        """The chat completion request judging these pairs."""
+        return self._body(prompts.render_pairs(pairs, self._token_hex), prompts.JUDGE)
+
+    def _body(self, prompt: prompts.Prompt, task: prompts.Task) -> dict[str, Any]:
         return {
             "model": self._model,
             "messages": [
@@ -96,9 +104,9 @@ class OpenAICompatDeriver:
             "response_format": {
                 "type": "json_schema",
                 "json_schema": {
-                    "name": prompts.ANSWER_NAME,
-                    "description": prompts.ANSWER_DESCRIPTION,
-                    "schema": prompts.ANSWER_SCHEMA,
+                    "name": task.name,
+                    "description": task.description,
+                    "schema": task.schema,
                     "strict": True,
                 },
             },
@@ -109,19 +117,9 @@ class OpenAICompatDeriver:
         }
 
     def derive(self, episodes: Sequence[EpisodeText]) -> Derived:
-        completion = self._post(self.request_body(episodes))
-        usage, finish_reason = _usage(completion), ""
-        try:
-            choice = _choice(completion)
-            finish_reason = str(choice.get("finish_reason") or "")
-            facts = prompts.parse_answer_text(_answer_text(choice, finish_reason), episodes)
-        except DerivationError as error:
-            error.usage = usage
-            logger.warning(
-                "derivation failed",
-                extra={"model": self._model, "reason": error.reason, "stop_reason": finish_reason},
-            )
-            raise
+        facts, usage, finish_reason = self._ask(
+            self.request_body(episodes), lambda text: prompts.parse_answer_text(text, episodes)
+        )
         logger.info(
             "derivation answered",
             extra={
@@ -134,6 +132,28 @@ class OpenAICompatDeriver:
             },
         )
         return Derived(facts, usage, self._model, prompts.PROMPT_VERSION, finish_reason)
+
+    def judge(self, pairs: Sequence[tuple[Statement, Statement]]) -> Judged:
+        relations, usage, _ = self._ask(
+            self.judge_body(pairs), lambda text: prompts.parse_judgement_text(text, len(pairs))
+        )
+        return Judged(relations, usage, self._model, prompts.JUDGE_VERSION)
+
+    def _ask[T](self, body: dict[str, Any], parse: Callable[[str], T]) -> tuple[T, DerivationUsage, str]:
+        """Post a request and parse the JSON answer of its first choice; a failure carries what it cost."""
+        completion = self._post(body)
+        usage, finish_reason = _usage(completion), ""
+        try:
+            choice = _choice(completion)
+            finish_reason = str(choice.get("finish_reason") or "")
+            return parse(_answer_text(choice, finish_reason)), usage, finish_reason
+        except DerivationError as error:
+            error.usage = usage
+            logger.warning(
+                "derivation failed",
+                extra={"model": self._model, "reason": error.reason, "stop_reason": finish_reason},
+            )
+            raise
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}

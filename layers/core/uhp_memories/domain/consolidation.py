@@ -4,13 +4,25 @@ bounded and reversible.
 The native consolidator runs no model. A run reads the memory's current records written since the
 last run (`read.through`, resumed at the exact record), oldest first, a step at a time (at most
 STEP_RECORDS records per step, so no step reads the whole memory and each fits a Lambda), within a
-budget in tokens (the MiniLM tokenizer's count of each record's text: `usage.input_tokens`). For
+budget in tokens: the MiniLM tokenizer's count of each record's text read, and the tokens a model
+reports for what it was asked and answered (`usage`). For
 each record it asks the search index for its neighbours in the memory (never a scan of the memory)
 and applies the rules of domain/merging.py:
 - a repeat or a near duplicate of an older current record is forgotten (the older one stays);
 - a restatement of an older record's `attributes.key` with a later `valid_from` supersedes it: the
   older chain takes the newer statement as its next version, and the newer record is forgotten;
 and, each step, it forgets current records whose `valid_to` has passed (found by the index's filter).
+
+Where the stage has a model (domain/derivation.py), each step also asks it two things:
+- which of its new records update or contradict an older similar one (the closest current record of the
+  same type with a cosine of at least JUDGE_SIMILARITY that no rule settled): an update supersedes the
+  older record with the newer statement, as a restatement does; a record that says the same thing in
+  other words is forgotten;
+- what is worth keeping in the episodes it read that nothing was derived from yet (observed before the
+  stage derived, or whose derivation failed): facts and notes, written as the run's own records,
+  `derived_from` their episodes.
+A model answer that is refused or malformed leaves the step to the rules alone; throttling fails the
+step, for the workflow to retry.
 Every record a run writes or forgets is stamped with the consolidator and `origin.run_id`. A run
 whose budget runs out stops; the next resumes after `read.through`. Revert appends: each record the
 run forgot or superseded is current again as a new version, each one it created is forgotten.
@@ -23,18 +35,37 @@ runs: a move or a delete answers memory_busy.
 from __future__ import annotations
 
 import builtins
+import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from uhp_memories.domain import cursors, merging
 from uhp_memories.domain.context import Ports
-from uhp_memories.domain.errors import DomainError, MemoryConflict, MemoryInvalid, StaleVersion
+from uhp_memories.domain.derivation import (
+    DerivationError,
+    DerivationUsage,
+    Deriver,
+    EpisodeText,
+    Statement,
+    references_for,
+)
+from uhp_memories.domain.errors import (
+    AlreadyExists,
+    DomainError,
+    MemoryConflict,
+    MemoryInvalid,
+    SourceGone,
+    StaleVersion,
+    TreeChanged,
+)
 from uhp_memories.domain.jobs import WorkflowRunner
 from uhp_memories.domain.limits import LIST_DEFAULT, LIST_MAX
 from uhp_memories.domain.models import Caller, Page, RecordVersion
 from uhp_memories.domain.records import ID_PATTERN, VersionIndex, index_after_commit
 from uhp_memories.domain.timefmt import format_ms
+
+logger = logging.getLogger(__name__)
 
 CONSOLIDATOR = {"kind": "consolidator", "id": "native"}
 DEFAULT_BUDGET = 250_000  # tokens
@@ -43,6 +74,12 @@ STEP_RECORDS = 200  # new records one step reads: a step's work is bounded whate
 EXPIRED_PER_STEP = 100
 NEIGHBOURS = 5  # the most similar records a new record is compared with
 SUBJECT_PEERS = 10  # the records of the same attributes.key a new record is compared with
+# With a model: a new record and its closest older record of the same type are judged from this cosine up
+# (below the near-duplicate rule's 0.92, where "March" and "April" sit; far below it, two records are
+# about different things and a judgement only costs tokens).
+JUDGE_SIMILARITY = 0.65
+JUDGE_BATCH = 50  # pairs in one request (derivation/prompts.py MAX_PAIRS)
+SUMMARY_BATCH = 50  # episodes in one request
 
 
 class RunNotFound(DomainError):
@@ -75,6 +112,8 @@ class Run:
     read_through: str | None = None
     read_position: str | None = None  # the last record read, exactly ("<written_at>#<id>"): where to resume
     tokens_read: int = 0
+    model_input_tokens: int = 0  # what a model was sent, as it counted it
+    model_output_tokens: int = 0
     budget_exhausted: bool = False
     changes: tuple[Change, ...] = ()
     reverted_by: str | None = None
@@ -82,6 +121,10 @@ class Run:
 
     def evolve(self, **changes: Any) -> Run:
         return replace(self, **changes)
+
+    @property
+    def tokens_spent(self) -> int:
+        return self.tokens_read + self.model_input_tokens + self.model_output_tokens
 
 
 class RunRepository(Protocol):
@@ -120,12 +163,25 @@ class Neighbours(Protocol):
 class _Step:
     """What one step decided, before it writes anything."""
 
-    forget: list[RecordVersion]
-    supersede: list[tuple[RecordVersion, RecordVersion]]  # (older, newer): older's chain takes newer's statement
-    touched: set[str]  # chains this step changes: each at most once
+    forget: list[RecordVersion] = field(default_factory=list)
+    supersede: list[tuple[RecordVersion, RecordVersion]] = field(default_factory=list)  # (older, newer)
+    touched: set[str] = field(default_factory=set)  # chains this step changes: each at most once
+    to_judge: list[tuple[RecordVersion, RecordVersion]] = field(default_factory=list)  # (older, newer), for a model
+    episodes: list[RecordVersion] = field(default_factory=list)  # read this step: a model may summarise them
+    create: list[tuple[RecordVersion, tuple[str, ...]]] = field(default_factory=list)  # (record, its sources)
+    usage: DerivationUsage = field(default_factory=lambda: DerivationUsage(0, 0))
 
     def taken(self, record: RecordVersion) -> bool:
         return record.chain_id in self.touched
+
+    def take(self, *records: RecordVersion) -> None:
+        self.touched.update(r.chain_id for r in records)
+
+    def spent(self, usage: DerivationUsage | None) -> None:
+        if usage is not None:
+            self.usage = DerivationUsage(
+                self.usage.input_tokens + usage.input_tokens, self.usage.output_tokens + usage.output_tokens
+            )
 
 
 class ConsolidationService:
@@ -139,6 +195,7 @@ class ConsolidationService:
         neighbours: Callable[[], Neighbours | None] | None = None,
         count_tokens: Callable[[str], int] | None = None,
         text_of: Callable[[RecordVersion], str] | None = None,
+        deriver: Callable[[], Deriver | None] | None = None,
     ) -> None:
         self._ports = ports
         self._runs = runs
@@ -148,6 +205,7 @@ class ConsolidationService:
         self._neighbours = neighbours or (lambda: None)
         self._count = count_tokens or (lambda text: len(text.split()))
         self._text = text_of or (lambda r: r.content if isinstance(r.content, str) else "")
+        self._deriver = deriver or (lambda: None)
 
     # -- API ---------------------------------------------------------------------------------
 
@@ -286,8 +344,9 @@ class ConsolidationService:
             return run
         position = run.read_position if run.read_position is not None else self._resume_point(run)
         neighbours = self._neighbours()
-        step = _Step([], [], set())
-        tokens_left = run.budget_limit - run.tokens_read
+        deriver = self._deriver()
+        step = _Step()
+        tokens_left = run.budget_limit - run.tokens_spent
         read = episodes = tokens = 0
         through, exhausted, more = run.read_through, False, False
         for seen, record in self._ports.records.active_after(tenant, memory_id, position):
@@ -303,23 +362,20 @@ class ConsolidationService:
             # The consolidator's own versions (a run's conclusions, a revert's restorations) are compared
             # with, never reconsidered: a revert must not be undone by the next run.
             ours = record.written_by == CONSOLIDATOR
+            if record.type == "episode" and not ours:
+                step.episodes.append(record)
             if neighbours is not None and not ours and merging.eligible(record) and not step.taken(record):
-                self._decide(record, neighbours, step)
+                self._decide(record, neighbours, step, judging=deriver is not None)
+        if deriver is not None and not exhausted:
+            exhausted = self._ask_model(run, deriver, step, tokens_left - tokens)
         if neighbours is not None and not exhausted:
-            now = format_ms(self._ports.clock.now_ms())
-            expired_ids = neighbours.expired(tenant, memory_id, now, EXPIRED_PER_STEP)
-            found = self._ports.records.get_many(tenant, memory_id, expired_ids)
-            for record in (found[i] for i in expired_ids if i in found):
-                expired = record.valid_to is not None and record.valid_to < now
-                ours = record.written_by == CONSOLIDATOR
-                if expired and not ours and merging.eligible(record) and not step.taken(record):
-                    step.forget.append(record)
-                    step.touched.add(record.chain_id)
-            more = more or len(expired_ids) == EXPIRED_PER_STEP
+            more = self._expire(tenant, memory_id, neighbours, step) or more
         run = run.evolve(
             records_read=run.records_read + read,
             episodes_read=run.episodes_read + episodes,
             tokens_read=run.tokens_read + tokens,
+            model_input_tokens=run.model_input_tokens + step.usage.input_tokens,
+            model_output_tokens=run.model_output_tokens + step.usage.output_tokens,
             read_through=through,
             read_position=position,
         )
@@ -333,13 +389,94 @@ class ConsolidationService:
         self._runs.save(run, release=run.status != "running")
         return run
 
+    def _expire(self, tenant: str, memory_id: str, neighbours: Neighbours, step: _Step) -> bool:
+        """Forget current records whose valid_to has passed, up to EXPIRED_PER_STEP; whether there may be
+        more. Only a step that forgot something asks for another: expired records no rule applies to (an
+        episode, a file) must not keep a run going."""
+        now = format_ms(self._ports.clock.now_ms())
+        expired_ids = neighbours.expired(tenant, memory_id, now, EXPIRED_PER_STEP)
+        found = self._ports.records.get_many(tenant, memory_id, expired_ids)
+        forgotten = 0
+        for record in (found[i] for i in expired_ids if i in found):
+            expired = record.valid_to is not None and record.valid_to < now
+            ours = record.written_by == CONSOLIDATOR
+            if expired and not ours and merging.eligible(record) and not step.taken(record):
+                step.forget.append(record)
+                step.take(record)
+                forgotten += 1
+        return forgotten > 0 and len(expired_ids) == EXPIRED_PER_STEP
+
+    def _ask_model(self, run: Run, deriver: Deriver, step: _Step, tokens_left: int) -> bool:
+        """Ask the model to judge the step's candidate pairs, then to summarise its episodes that nothing
+        was derived from yet, while the budget lasts; whether it ran out."""
+        pairs = [(older, newer) for older, newer in step.to_judge if not step.taken(older) and not step.taken(newer)]
+        for batch in _chunks(pairs, JUDGE_BATCH):
+            if self._out_of_budget(step, tokens_left):
+                return True
+            try:
+                judged = deriver.judge([(Statement.of(older), Statement.of(newer)) for older, newer in batch])
+            except DerivationError as error:
+                if self._given_up(error, step):
+                    break
+                raise
+            step.spent(judged.usage)
+            for (older, newer), relation in zip(batch, judged.relations, strict=True):
+                if step.taken(older) or step.taken(newer):
+                    continue
+                if relation == "updates":
+                    step.supersede.append((older, newer))
+                    step.take(older, newer)
+                elif relation == "same":
+                    step.forget.append(newer)
+                    step.take(newer)
+        records = self._ports.records
+        unsummarised = [e for e in step.episodes if not records.derived_from(e.tenant, [e.id])]
+        for episodes in _chunks(unsummarised, SUMMARY_BATCH):
+            if self._out_of_budget(step, tokens_left):
+                return True
+            texts = [EpisodeText.of(e) for e in episodes]
+            try:
+                derived = deriver.derive(texts)
+            except DerivationError as error:
+                if self._given_up(error, step):
+                    break
+                raise
+            step.spent(derived.usage)
+            origin = {"run_id": run.id, "model": derived.model, "prompt_version": derived.prompt_version}
+            written_at = format_ms(self._ports.clock.now_ms())
+            for fact in derived.facts:
+                record_id = self._ports.ids.new("hrec_")
+                record = RecordVersion(
+                    tenant=run.tenant, memory_id=run.memory_id, id=record_id, chain_id=record_id, version=1,
+                    type=fact.type, content=fact.content, attributes=fact.attributes, status="active",
+                    supersedes=None, superseded_by=None, valid_from=fact.valid_from, valid_to=None,
+                    written_at=written_at, invalidated_at=None, written_by=CONSOLIDATOR,
+                    references=references_for(fact, texts), origin=origin,
+                )
+                step.create.append((record, fact.sources))
+        return self._out_of_budget(step, tokens_left)
+
+    @staticmethod
+    def _out_of_budget(step: _Step, tokens_left: int) -> bool:
+        return step.usage.input_tokens + step.usage.output_tokens >= tokens_left
+
+    @staticmethod
+    def _given_up(error: DerivationError, step: _Step) -> bool:
+        """A refused or malformed answer: the step goes on with the rules alone (it is paid for). An
+        error worth retrying is the workflow's to retry."""
+        if error.retryable:
+            return False
+        step.spent(error.usage)
+        logger.warning("consolidation's model answer was not used", extra={"reason": error.reason})
+        return True
+
     def _resume_point(self, run: Run) -> str | None:
         """Where the last finished run stopped reading."""
         earlier = [r for r in self._runs.list(run.tenant, run.memory_id)
                    if r.id != run.id and r.status in ("completed", "stopped") and r.read_position]
         return max((r.read_position for r in earlier if r.read_position), default=None)
 
-    def _decide(self, record: RecordVersion, neighbours: Neighbours, step: _Step) -> None:
+    def _decide(self, record: RecordVersion, neighbours: Neighbours, step: _Step, judging: bool = False) -> None:
         """Compare a new record with older current ones its neighbours name (read back from the table). A
         record that names its subject is first compared with that subject's records: "March" then
         "April" is a restatement, however alike the two sentences are."""
@@ -357,11 +494,17 @@ class ConsolidationService:
                 step.supersede.append((latest, record))
                 step.touched.update({latest.chain_id, record.chain_id})
             return
-        for peer, similarity in self._older_peers(record, neighbours.similar(record, NEIGHBOURS), step):
+        similar = self._older_peers(record, neighbours.similar(record, NEIGHBOURS), step)
+        for peer, similarity in similar:
             if merging.repeats(record, peer) or merging.near_duplicate(record, peer, similarity):
                 step.forget.append(record)
                 step.touched.add(record.chain_id)
                 return
+        if judging:
+            # No rule settles it: the closest older record of its type is the model's to judge.
+            close = [(p, sim) for p, sim in similar if p.type == record.type and sim >= JUDGE_SIMILARITY]
+            if close:
+                step.to_judge.append((max(close, key=lambda hit: hit[1])[0], record))
 
     def _older_peers(
         self, record: RecordVersion, hits: Sequence[tuple[str, float]], step: _Step
@@ -390,6 +533,8 @@ class ConsolidationService:
             planned[newer.id] = Change(newer.id, "forgotten", newer.chain_id)
         for record in step.forget:
             planned[record.id] = Change(record.id, "forgotten", record.chain_id)
+        for record, _ in step.create:
+            planned[record.id] = Change(record.id, "created", record.chain_id)
         self._runs.save(run.evolve(changes=tuple(planned.values())), release=False)
         written: builtins.list[RecordVersion] = []
         for older, newer in step.supersede:
@@ -410,6 +555,15 @@ class ConsolidationService:
             written += self._forget_one(newer, now, origin, planned)
         for record in step.forget:
             written += self._forget_one(record, now, origin, planned)
+        for record, sources in step.create:
+            try:
+                self._ports.records.append_derived(record, sources)
+            except AlreadyExists:
+                continue  # written by the attempt before: indexed then
+            except (SourceGone, TreeChanged):
+                planned.pop(record.id, None)  # its episodes were erased, or the memory is going
+                continue
+            written.append(record)
         index_after_commit(self._index, written)
         return run.evolve(changes=tuple(planned.values()))
 
@@ -435,3 +589,7 @@ class ConsolidationService:
                 run.evolve(status="failed", finished_at=self._ports.clock.now_ms() // 1000, error=error),
                 release=True,
             )
+
+
+def _chunks[T](items: Sequence[T], size: int) -> builtins.list[Sequence[T]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]

@@ -71,19 +71,56 @@ class Derived:
     stop_reason: str = ""
 
 
+# How a newer statement stands to an older one about the same thing (a consolidation run's question):
+# "updates" when only the newer should stay current (a changed value, date, status or preference, or a
+# contradiction); "same" when both say one thing; "compatible" when both hold together; "unrelated".
+Relation = Literal["updates", "same", "compatible", "unrelated"]
+RELATIONS: tuple[Relation, ...] = ("updates", "same", "compatible", "unrelated")
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A current record as a judge reads it: its id, its text, and when it was true and written."""
+
+    record_id: str
+    content: str
+    written_at: str
+    valid_from: str | None = None
+
+    @classmethod
+    def of(cls, record: RecordVersion) -> Statement:
+        return cls(record.id, text_of(record.content), record.written_at, record.valid_from)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A judgement of pairs: one relation per pair given, in order, and what it cost."""
+
+    relations: list[Relation]
+    usage: DerivationUsage
+    model: str
+    prompt_version: str
+
+
 class Deriver(Protocol):
-    """Turns episodes into facts and notes, with a model.
+    """Turns episodes into facts and notes, and judges pairs of statements, with a model.
 
     `derive` sends every episode in one request and answers with what the model derived from them;
     an empty `facts` is a valid answer (nothing worth keeping). Every fact's `sources` are record ids
-    of `episodes`. It raises ValueError before any call for an empty batch or a record id given twice,
-    and otherwise fails only with a `DerivationError`: DerivationRefused, DerivationMalformed
+    of `episodes`. It raises ValueError before any call for an empty batch or a record id given twice.
+
+    `judge` sends pairs (older, newer) in one request and answers how each newer statement stands to
+    its older one (Relation), one per pair, in order. It raises ValueError before any call for no pairs.
+
+    Both otherwise fail only with a `DerivationError`: DerivationRefused, DerivationMalformed
     (neither worth sending again as is), DerivationThrottled or DerivationUnavailable (both worth
     sending again later). Errors of configuration (access denied, unknown model) are not hidden
     as any of these: they propagate as the adapter's own.
     """
 
     def derive(self, episodes: Sequence[EpisodeText]) -> Derived: ...
+
+    def judge(self, pairs: Sequence[tuple[Statement, Statement]]) -> Judged: ...
 
 
 class DerivationError(Exception):
