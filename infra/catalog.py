@@ -118,8 +118,9 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
     "steps.purge_subtree": Access(main_table=True, files_purge=True, search=True),  # drops each memory's documents
     "steps.finish_delete": Access(main_table=True),
     # Reads what changed and asks the index for each record's neighbours (embedding a record the index
-    # does not hold yet); closes and appends versions in DynamoDB and indexes them after the commit.
-    "steps.consolidate": Access(main_table=True, search=True, embeddings=True),
+    # does not hold yet); closes and appends versions in DynamoDB and indexes them after the commit; where
+    # the stage has a derivation model, asks it to judge pairs and summarise episodes.
+    "steps.consolidate": Access(main_table=True, search=True, embeddings=True, derivation="call"),
     "steps.record_consolidation_failure": Access(main_table=True),
     # Asks the stage's derivation model (Bedrock, or an OpenAI-compatible endpoint), writes what it kept
     # and indexes it after the commit.

@@ -378,9 +378,10 @@ DERIVATION_ENV = {"UHP_DERIVATION_MODEL", "UHP_DERIVATION_BASE_URL", "UHP_DERIVA
                   "UHP_DERIVATION_MAX_TOKENS"}
 
 
-def test_only_the_derive_step_may_call_the_derivation_model(dev: Synth, derive_variant: Synth) -> None:
+def test_only_the_derive_and_consolidate_steps_may_call_the_derivation_model(dev: Synth, derive_variant: Synth
+                                                                             ) -> None:
     callers = {name for name, access in FUNCTION_ACCESS.items() if access.derivation == "call"}
-    assert callers == {"steps.derive"}
+    assert callers == {"steps.derive", "steps.consolidate"}
     for synth in (dev, derive_variant):
         for name, access in FUNCTION_ACCESS.items():
             assert permissions(synth, lambda_id(synth, name)) == expected_permissions(synth, name, access), name
