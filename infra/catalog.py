@@ -42,6 +42,7 @@ class Access:
     # only whether it derives (observe starts the job, the capability document says so); "call" calls it
     # (bedrock:InvokeModel on that model only, or its endpoint's key secret).
     derivation: Literal["", "declare", "call"] = ""
+    schedules: bool = False  # sets and clears memories' consolidation schedules (EventBridge Scheduler, its group)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,9 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
     "types": API,  # a tenant's registered types live in the main table
     # Starts a consolidation pass and waits on it; revert appends versions itself (no index after the
     # commit: the stream indexer brings the index in step).
-    "consolidations": Access(main_table=True, idempotency_table=True, start_workflows=("consolidate",)),
+    "consolidations": Access(
+        main_table=True, idempotency_table=True, start_workflows=("consolidate",), schedules=True
+    ),
     # A turn observes: its episodes start a derivation where the stage derives.
     "harnesses": Access(main_table=True, idempotency_table=True, start_workflows=("derive",), derivation="declare"),
     # MCP (§9.1): its tools run the services records, recall and queries run, so it touches what they do
@@ -127,6 +130,8 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
     "steps.derive": Access(main_table=True, search=True, embeddings=True, derivation="call"),
     "steps.record_derivation_failure": Access(main_table=True),
     # Workers (functions/<name>/handler.py).
+    # What a memory's schedule invokes: starts a scheduled run; clears a schedule whose memory is gone.
+    "consolidation_timer": Access(main_table=True, start_workflows=("consolidate",), schedules=True),
     # The stream backstop of the index: images come with the stream, so no table access; it embeds
     # text the index does not hold yet.
     "indexer": Access(main_table_stream=True, search=True, embeddings=True),

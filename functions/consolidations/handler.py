@@ -58,4 +58,25 @@ def handle_revert_consolidation(memory_id: str, run_id: str) -> Response[schemas
     return respond(presenters.consolidation(run))
 
 
+SCHEDULE = "/v1/memories/<memory_id>/consolidation-schedule"
+
+
+@app.put(SCHEDULE, summary="Run consolidation on a schedule (replaces the memory's schedule)", tags=["consolidations"])
+def handle_set_schedule(memory_id: str, body: schemas.ScheduleIn) -> Response[schemas.ScheduleOut]:
+    budget = body.budget.limit if body.budget else None
+    schedule = bootstrap.container().schedules.set(caller_of(app), memory_id, body.every_minutes, budget)
+    return respond(presenters.schedule(schedule))
+
+
+@app.get(SCHEDULE, summary="The memory's consolidation schedule", tags=["consolidations"])
+def handle_get_schedule(memory_id: str) -> Response[schemas.ScheduleOut]:
+    return respond(presenters.schedule(bootstrap.container().schedules.get(caller_of(app), memory_id)))
+
+
+@app.delete(SCHEDULE, summary="Stop running consolidation on a schedule", tags=["consolidations"])
+def handle_clear_schedule(memory_id: str) -> Response[schemas.Deleted]:
+    bootstrap.container().schedules.clear(caller_of(app), memory_id)
+    return respond(schemas.Deleted(id=memory_id, object="memory.consolidation_schedule"))
+
+
 lambda_handler = make_handler(app)

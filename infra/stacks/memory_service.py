@@ -19,6 +19,7 @@ from infra.constructs.embeddings import Embeddings
 from infra.constructs.functions import ServiceFunction, removal_policy_of
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.packaging import Packaging
+from infra.constructs.schedules import TIMER_FUNCTION, ConsolidationSchedules
 from infra.constructs.search import Search
 from infra.constructs.workflows import Workflows
 from infra.layout import REPO, Layout
@@ -72,6 +73,12 @@ class MemoryServiceStack(Stack):
             names={file: name for name, file in WORKFLOWS.items()},
         )
         self.functions.grant_workflow_starts(self.workflows)
+        self.schedules = ConsolidationSchedules(
+            self, "Schedules", config=config, timer=self.functions.functions[TIMER_FUNCTION]
+        )
+        for name, access in self.functions.access.items():
+            if access.schedules:
+                self.schedules.grant_manage(self.functions.functions[name])
         self.auth = Auth(self, "Auth", function=self.functions.authorizer, config=config)
         self.api = Api(
             self,

@@ -26,6 +26,7 @@ from tests.fakes import (
     InMemoryQueryRepository,
     InMemoryRecordRepository,
     InMemoryRunRepository,
+    InMemoryScheduleRepository,
     InMemoryTypeRepository,
 )
 from uhp_memories.domain.consolidation import RunRepository
@@ -35,6 +36,7 @@ from uhp_memories.domain.jobs import JobRepository
 from uhp_memories.domain.prime import PinRepository, PlacementRepository
 from uhp_memories.domain.queries import QueryRepository
 from uhp_memories.domain.removal import CachedResponses
+from uhp_memories.domain.schedules import ScheduleRepository
 from uhp_memories.domain.tree import PathRepository
 from uhp_memories.domain.types import TypeRepository
 from uhp_memories.ports import KeyRepository, MemoryRepository, RecordRepository
@@ -72,6 +74,7 @@ class Repositories:
     pins: PinRepository
     placements: PlacementRepository
     types: TypeRepository
+    schedules: ScheduleRepository
 
 
 @contextmanager
@@ -113,6 +116,7 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
             InMemoryPinRepository(memories),
             InMemoryPlacementRepository(),
             InMemoryTypeRepository(),
+            InMemoryScheduleRepository(memories),
         )
         return
 
@@ -129,6 +133,7 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
         from uhp_memories.adapters.dynamodb.queries import DynamoQueryRepository
         from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
         from uhp_memories.adapters.dynamodb.runs import DynamoRunRepository
+        from uhp_memories.adapters.dynamodb.schedules import DynamoScheduleRepository
         from uhp_memories.adapters.dynamodb.schema import MAIN_TABLE
         from uhp_memories.adapters.dynamodb.table import DynamoTable
         from uhp_memories.adapters.dynamodb.types import DynamoTypeRepository
@@ -152,6 +157,7 @@ def repos(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
             DynamoPinRepository(table),
             DynamoPlacementRepository(table),
             DynamoTypeRepository(table),
+            DynamoScheduleRepository(table),
         )
 
 

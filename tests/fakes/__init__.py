@@ -14,6 +14,7 @@ from tests.fakes.paths import InMemoryPathRepository
 from tests.fakes.prime import InMemoryPinRepository, InMemoryPlacementRepository
 from tests.fakes.queries import InMemoryFreeQueryIndex, InMemoryQueryRepository
 from tests.fakes.removal import InMemoryCachedResponses
+from tests.fakes.schedules import InMemoryScheduleRepository, InMemoryTimer
 from tests.fakes.tree import InMemoryMemoryRepository, InMemoryRecordRepository
 from tests.fakes.types import InMemoryTypeRepository
 
@@ -33,6 +34,8 @@ __all__ = [
     "InMemoryQueryRepository",
     "InMemoryRecordRepository",
     "InMemoryRunRepository",
+    "InMemoryScheduleRepository",
+    "InMemoryTimer",
     "InMemoryTypeRepository",
     "InMemoryWorkflowRunner",
     "ScanningNeighbours",

@@ -133,7 +133,10 @@ def resource_paths(synth: Synth) -> dict[str, str]:
 
 def permissions(synth: Synth, function_id: str) -> set[tuple[str, str]]:
     """Every (action, resource) the function's role is allowed, from every policy attached to it."""
-    role = synth.resources[function_id]["Properties"]["Role"]["Fn::GetAtt"][0]
+    return role_permissions(synth, synth.resources[function_id]["Properties"]["Role"]["Fn::GetAtt"][0])
+
+
+def role_permissions(synth: Synth, role: str) -> set[tuple[str, str]]:
     pairs = set()
     for policy in synth.of_type("AWS::IAM::Policy").values():
         if {"Ref": role} not in policy["Properties"]["Roles"]:
@@ -170,18 +173,7 @@ def expected_permissions(synth: Synth, name: str, access: Access) -> set[tuple[s
     if access.embeddings and domains:
         model = synth.stack.config.embeddings.model_id
         pairs.add(("bedrock:InvokeModel", f"arn:aws:bedrock:{synth.stack.region}::foundation-model/{model}"))
-    derivation = synth.stack.config.derivation
-    if access.derivation == "call" and derivation.provider == "bedrock":
-        if derivation.inference_profile:
-            pairs.add(("bedrock:InvokeModel", f"arn:aws:bedrock:*::foundation-model/{derivation.foundation_model_id}"))
-            pairs.add(("bedrock:InvokeModel",
-                       f"arn:aws:bedrock:{synth.stack.region}:{synth.stack.account}:inference-profile/"
-                       f"{derivation.model_id}"))
-        else:
-            pairs.add(("bedrock:InvokeModel",
-                       f"arn:aws:bedrock:{synth.stack.region}::foundation-model/{derivation.model_id}"))
-    if access.derivation == "call" and derivation.api_key_secret_arn:
-        pairs.add(("secretsmanager:GetSecretValue", derivation.api_key_secret_arn))
+    pairs |= derivation_permissions(synth, access) | schedule_permissions(synth, name, access)
     if access.main_table_stream and domains:
         pairs |= {(a, f"<{main}.StreamArn>") for a in STREAM_READ} | {("dynamodb:ListStreams", "*")}
         pairs |= {(a, f"<{dead_letter_queue(synth, name)}.Arn>") for a in DEAD_LETTER_SEND}
@@ -200,6 +192,34 @@ def expected_permissions(synth: Synth, name: str, access: Access) -> set[tuple[s
             )
         )
     return pairs
+
+
+def derivation_permissions(synth: Synth, access: Access) -> set[tuple[str, str]]:
+    derivation, stack = synth.stack.config.derivation, synth.stack
+    if access.derivation != "call" or derivation.provider == "none":
+        return set()
+    if derivation.provider == "openai":
+        secret = derivation.api_key_secret_arn
+        return {("secretsmanager:GetSecretValue", secret)} if secret else set()
+    if not derivation.inference_profile:
+        return {("bedrock:InvokeModel", f"arn:aws:bedrock:{stack.region}::foundation-model/{derivation.model_id}")}
+    return {
+        ("bedrock:InvokeModel", f"arn:aws:bedrock:*::foundation-model/{derivation.foundation_model_id}"),
+        ("bedrock:InvokeModel",
+         f"arn:aws:bedrock:{stack.region}:{stack.account}:inference-profile/{derivation.model_id}"),
+    }
+
+
+def schedule_permissions(synth: Synth, name: str, access: Access) -> set[tuple[str, str]]:
+    if not access.schedules:
+        return set()
+    stack = synth.stack
+    schedules = f"arn:aws:scheduler:{stack.region}:{stack.account}:schedule/uhp-memories-{synth.stage}/*"
+    if name == "consolidation_timer":  # it only clears the schedule of a memory that is gone
+        return {("scheduler:DeleteSchedule", schedules)}
+    actions = ("scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule")
+    manage = {(action, schedules) for action in actions}
+    return manage | {("iam:PassRole", render(stack.resolve(stack.schedules.role.role_arn)))}
 
 
 # -- routes ------------------------------------------------------------------------------------
@@ -781,3 +801,19 @@ def test_the_stack_names_what_the_admin_commands_read(prod: Synth) -> None:
         DEFAULT_TENANT_BURST,
         DEFAULT_TENANT_QUOTA_PER_MONTH,
     )
+
+
+def test_schedules_live_in_the_stages_group_and_scheduler_may_invoke_only_the_timer(prod: Synth) -> None:
+    (group,) = prod.of_type("AWS::Scheduler::ScheduleGroup").values()
+    assert group["Properties"]["Name"] == "uhp-memories-prod"
+    role_id = prod.stack.resolve(prod.stack.schedules.role.role_arn)["Fn::GetAtt"][0]
+    trust = prod.resources[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert [(t["Principal"], t["Condition"]) for t in trust] == [
+        ({"Service": "scheduler.amazonaws.com"}, {"StringEquals": {"aws:SourceAccount": prod.stack.account}})
+    ]
+    timer = lambda_id(prod, "consolidation_timer")
+    assert role_permissions(prod, role_id) == {("lambda:InvokeFunction", f"<{timer}.Arn>")}
+    env = environment(prod, "consolidations")
+    assert env["UHP_SCHEDULE_GROUP"] == "uhp-memories-prod"
+    assert render(env["UHP_SCHEDULE_TARGET_ARN"]) == f"<{timer}.Arn>"
+    assert set(environment(prod, "consolidation_timer")) & {"UHP_SCHEDULE_TARGET_ARN", "UHP_SCHEDULE_ROLE_ARN"} == set()

@@ -26,6 +26,7 @@ ANSWERED = {
     "JobNotFound": 404,
     "QueryNotFound": 404,
     "RunNotFound": 404,
+    "ScheduleNotFound": 404,
     "FileNotFound": 404,
     "MemoriesNotAttached": 404,
     "MemoryConflict": 409,

@@ -23,9 +23,11 @@ from uhp_memories.adapters.dynamodb.prime import DynamoPinRepository, DynamoPlac
 from uhp_memories.adapters.dynamodb.queries import DynamoQueryRepository
 from uhp_memories.adapters.dynamodb.records import DynamoRecordRepository
 from uhp_memories.adapters.dynamodb.runs import DynamoRunRepository
+from uhp_memories.adapters.dynamodb.schedules import DynamoScheduleRepository
 from uhp_memories.adapters.dynamodb.table import DynamoTable
 from uhp_memories.adapters.dynamodb.types import DynamoTypeRepository
 from uhp_memories.adapters.s3 import S3ObjectStore
+from uhp_memories.adapters.scheduler import EventBridgeTimer
 from uhp_memories.adapters.stepfunctions import StepFunctionsRunner
 from uhp_memories.adapters.system import RandomIds, SystemClock
 from uhp_memories.domain.builtin_types import BUILTIN_TYPES
@@ -43,6 +45,7 @@ from uhp_memories.domain.queries import QueryService
 from uhp_memories.domain.recall import AbstainPolicy, RecallService
 from uhp_memories.domain.records import RecordService
 from uhp_memories.domain.removal import RemovalService, Retention
+from uhp_memories.domain.schedules import ScheduleService
 from uhp_memories.domain.tree import TreeService
 from uhp_memories.domain.turns import TurnService
 from uhp_memories.domain.types import TypeService
@@ -70,6 +73,7 @@ class Container:
     recall: RecallService
     queries: QueryService
     consolidation: ConsolidationService
+    schedules: ScheduleService
     observing: ObserveService
     recall_engine: Callable[[], RecallEngine | None]
     keys: DynamoKeyRepository
@@ -209,6 +213,22 @@ def build_deriver(settings: Settings, *, session: Any | None = None, client: Any
     )
 
 
+def timer_of(settings: Settings, client: Any | None = None) -> EventBridgeTimer | None:
+    """The stage's timer for consolidation schedules (None where it has none); its client built on first use."""
+    if not settings.schedule_group:
+        return None
+    if client is None:
+        def make() -> Any:
+            import boto3
+
+            return boto3.client("scheduler", region_name=settings.region)
+
+        return EventBridgeTimer(lazy(make), settings.schedule_group, settings.schedule_target_arn,
+                                settings.schedule_role_arn)
+    return EventBridgeTimer(lambda: client, settings.schedule_group, settings.schedule_target_arn,
+                            settings.schedule_role_arn)
+
+
 def neighbours_of(engine: RecallEngine | None) -> IndexNeighbours | None:
     """A consolidation pass's view of the index (None where there is none: the pass then only reads)."""
     return IndexNeighbours(engine) if engine is not None else None
@@ -221,6 +241,7 @@ def build(
     s3_presign_client: Any | None = None,
     stepfunctions_client: Any | None = None,
     recall_engine: Callable[[], RecallEngine | None] | None = None,
+    scheduler_client: Any | None = None,
 ) -> Container:
     table = DynamoTable(dynamodb_client, settings.table_name)
     objects = S3ObjectStore(s3_client, settings.files_bucket, s3_presign_client)
@@ -268,6 +289,17 @@ def build(
         files=file_repository,
     )
     deriver = lazy(lambda: build_deriver(settings)) if settings.derivation != "none" else None
+    consolidation = ConsolidationService(
+        ports,
+        DynamoRunRepository(table),
+        workflows,
+        settings.workflow_wait_seconds,
+        engine,
+        neighbours=lambda: neighbours_of(engine()),
+        count_tokens=count_tokens,
+        text_of=text_of,
+        deriver=deriver,
+    )
     observing = ObserveService(ports, records, removal, jobs, workflows, deriver, engine)
     attachments = DynamoAttachmentRepository(table)
     harnesses = HarnessService(ports, attachments)
@@ -283,17 +315,9 @@ def build(
         grants=GrantService(ports),
         records=records,
         recall=recall,
-        consolidation=ConsolidationService(
-            ports,
-            DynamoRunRepository(table),
-            workflows,
-            settings.workflow_wait_seconds,
-            engine,
-            neighbours=lambda: neighbours_of(engine()),
-            count_tokens=count_tokens,
-            text_of=text_of,
-            deriver=deriver,
-        ),
+        consolidation=consolidation,
+        schedules=ScheduleService(ports, DynamoScheduleRepository(table), timer_of(settings, scheduler_client),
+                                  consolidation),
         queries=QueryService(
             ports,
             DynamoQueryRepository(table),

@@ -21,6 +21,11 @@ class Settings(BaseModel):
     delete_state_machine_arn: str = ""
     consolidate_state_machine_arn: str = ""
     derive_state_machine_arn: str = ""
+    # Consolidation schedules (domain/schedules.py): EventBridge Scheduler's group for this stage, the
+    # function each schedule invokes, and the role Scheduler invokes it with; none: schedules unsupported.
+    schedule_group: str = ""
+    schedule_target_arn: str = ""
+    schedule_role_arn: str = ""
     # How long a request waits for a workflow before answering 202 with a job (API Gateway: 29 s).
     workflow_wait_seconds: float = 20.0
     # What the deployment keeps beyond this service's reach: the erase report reads these, so it
@@ -65,6 +70,9 @@ class Settings(BaseModel):
             delete_state_machine_arn=env.get("UHP_DELETE_STATE_MACHINE_ARN", ""),
             consolidate_state_machine_arn=env.get("UHP_CONSOLIDATE_STATE_MACHINE_ARN", ""),
             derive_state_machine_arn=env.get("UHP_DERIVE_STATE_MACHINE_ARN", ""),
+            schedule_group=env.get("UHP_SCHEDULE_GROUP", ""),
+            schedule_target_arn=env.get("UHP_SCHEDULE_TARGET_ARN", ""),
+            schedule_role_arn=env.get("UHP_SCHEDULE_ROLE_ARN", ""),
             workflow_wait_seconds=float(env.get("UHP_WORKFLOW_WAIT_SECONDS", "20")),
             pitr_enabled=env.get("UHP_PITR_ENABLED", "false").lower() == "true",
             pitr_retention_days=int(env.get("UHP_PITR_RETENTION_DAYS", "35")),

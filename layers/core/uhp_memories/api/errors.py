@@ -24,6 +24,7 @@ HTTP_STATUS: dict[str, int] = {
     "memory_job_not_found": 404,
     "memory_query_not_found": 404,
     "memory_consolidation_not_found": 404,
+    "memory_schedule_not_found": 404,
     "memories_not_attached": 404,
     "file_not_found": 404,
     "memory_conflict": 409,

@@ -14,6 +14,7 @@ from uhp_memories.domain.operations import OperationAnswer
 from uhp_memories.domain.prime import PinnedRecord, PrimeAnswer
 from uhp_memories.domain.recall import RecallAnswer
 from uhp_memories.domain.records import RecordPage, RecordView
+from uhp_memories.domain.schedules import Schedule
 from uhp_memories.domain.timefmt import format_ms
 from uhp_memories.domain.turns import TurnAnswer
 from uhp_memories.domain.types import TypeDefinition, operation_json
@@ -181,6 +182,13 @@ def consolidation(run: Run) -> schemas.ConsolidationOut:
         written_by=dict(CONSOLIDATOR),
         reverted_by=run.reverted_by,
         error=run.error,
+    )
+
+
+def schedule(s: Schedule) -> schemas.ScheduleOut:
+    return schemas.ScheduleOut(
+        memory_id=s.memory_id, every_minutes=s.every_minutes, budget={"limit": s.budget_limit, "unit": "tokens"},
+        set_by=s.set_by, set_at=s.set_at,
     )
 
 

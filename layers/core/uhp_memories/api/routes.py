@@ -60,6 +60,9 @@ ROUTES: tuple[Route, ...] = (
     Route("consolidations", "GET", M + "/consolidations/{run_id}"),
     Route("consolidations", "GET", M + "/consolidations/{run_id}/changes"),
     Route("consolidations", "POST", M + "/consolidations/{run_id}/revert"),
+    Route("consolidations", "PUT", M + "/consolidation-schedule"),  # runs on a schedule (domain/schedules.py)
+    Route("consolidations", "GET", M + "/consolidation-schedule"),
+    Route("consolidations", "DELETE", M + "/consolidation-schedule"),
     Route("harnesses", "PUT", "/v1/harnesses/{harness_id}/memories"),
     Route("harnesses", "GET", "/v1/harnesses/{harness_id}/memories"),
     Route("harnesses", "GET", "/v1/harnesses/{harness_id}/prime"),  # §9.1 prime

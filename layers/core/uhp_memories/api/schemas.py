@@ -428,6 +428,22 @@ class ConsolidationStart(Strict):
     budget: BudgetIn | None = None
 
 
+class ScheduleIn(Strict):
+    """A memory's consolidation schedule (docs/decisions.md, "Consolidation schedules")."""
+
+    every_minutes: int = Field(ge=15, le=10_080, description="a run starts this often (15 minutes to 7 days)")
+    budget: BudgetIn | None = Field(default=None, description="each run's budget (default 250,000 tokens)")
+
+
+class ScheduleOut(BaseModel):
+    object: Literal["memory.consolidation_schedule"] = "memory.consolidation_schedule"
+    memory_id: str
+    every_minutes: int
+    budget: dict[str, Any] = Field(description="{limit, unit: tokens}; limit null: the default budget")
+    set_by: str
+    set_at: int = Field(description="epoch ms")
+
+
 class ConsolidationOut(BaseModel):
     """§9.2. Times in epoch seconds; the budget is counted in tokens of what the run read (the native
     consolidator runs no model: `usage.output_tokens` is 0)."""

@@ -215,23 +215,39 @@ class ConsolidationService:
         limit = DEFAULT_BUDGET if budget is None else budget
         if not 1 <= limit <= MAX_BUDGET:
             raise MemoryInvalid(f"budget.limit is 1 to {MAX_BUDGET} tokens")
-        if any(r.status in ("queued", "running") for r in self._runs.list(caller.tenant, memory_id)):
+        if self._running(caller.tenant, memory_id):
             raise MemoryConflict("a consolidation run of this memory is already running")
+        run = self._launch(caller.tenant, memory_id, "manual", limit, caller.principal)
+        self._workflows.wait(run.id, "consolidate", self.wait_seconds)
+        return self._runs.get(caller.tenant, memory_id, run.id) or run
+
+    def start_scheduled(self, tenant: str, memory_id: str, budget: int | None) -> Run | None:
+        """A run its memory's schedule starts (domain/schedules.py), without waiting for it; None when one
+        is running already (this tick is skipped: the next run resumes where that one stops)."""
+        if self._running(tenant, memory_id):
+            return None
+        try:
+            return self._launch(tenant, memory_id, "schedule", budget or DEFAULT_BUDGET, "schedule")
+        except TreeChanged:
+            return None  # the memory went (or another tick won the race for the same run id)
+
+    def _running(self, tenant: str, memory_id: str) -> bool:
+        return any(r.status in ("queued", "running") for r in self._runs.list(tenant, memory_id))
+
+    def _launch(self, tenant: str, memory_id: str, trigger: str, limit: int, requested_by: str) -> Run:
         run = Run(
-            tenant=caller.tenant,
+            tenant=tenant,
             id=self._ports.ids.new("hcon_"),
             memory_id=memory_id,
             status="running",
-            trigger="manual",
+            trigger=trigger,
             started_at=self._ports.clock.now_ms() // 1000,
             budget_limit=limit,
-            requested_by=caller.principal,
+            requested_by=requested_by,
         )
         self._runs.start(run)
-        self._workflows.start("consolidate", run.id, {"tenant": caller.tenant, "memory_id": memory_id,
-                                                      "run_id": run.id})
-        self._workflows.wait(run.id, "consolidate", self.wait_seconds)
-        return self._runs.get(caller.tenant, memory_id, run.id) or run
+        self._workflows.start("consolidate", run.id, {"tenant": tenant, "memory_id": memory_id, "run_id": run.id})
+        return run
 
     def list(self, caller: Caller, memory_id: str, limit: int | None = None, cursor: str | None = None) -> Page:
         self._ports.access(caller).require(memory_id, "read")

@@ -32,6 +32,7 @@ from uhp_memories.local.patches import (
     powertools_threads,
     uninstall_all,
 )
+from uhp_memories.local.schedules import LocalTicker
 from uhp_memories.settings import Settings
 from uhp_memories.workflows import STEPS, WORKFLOWS
 
@@ -214,7 +215,31 @@ class LocalAws:
             )["stateMachineArn"]
             for name in WORKFLOWS
         }
-        return {f"{name}_state_machine_arn": arn for name, arn in machines.items()}
+        timer = lambdas.create_function(
+            FunctionName="uhp-memories-consolidation-timer", Runtime="python3.12", Role=role,
+            Handler="functions.consolidation_timer.handler.lambda_handler", Code={"ZipFile": b"local"},
+        )["FunctionArn"]
+        group = boto3.client("scheduler", region_name=self.settings.region).create_schedule_group(
+            Name="uhp-memories-local"
+        )["ScheduleGroupArn"].rsplit("/", 1)[-1]
+        return {
+            **{f"{name}_state_machine_arn": arn for name, arn in machines.items()},
+            "schedule_group": group, "schedule_target_arn": timer, "schedule_role_arn": role,
+        }
+
+    def ticker(self) -> LocalTicker:
+        """The stage's schedules, fired as EventBridge Scheduler fires them (local/schedules.py): by the
+        timer function's own handler, in this process."""
+        import boto3
+
+        from uhp_memories.local.gateway import LambdaContext
+
+        def fire(event: dict[str, Any]) -> Any:
+            handler = importlib.import_module("functions.consolidation_timer.handler").lambda_handler
+            return handler(event, LambdaContext("uhp-memories-consolidation-timer", "local"))
+
+        return LocalTicker(boto3.client("scheduler", region_name=self.settings.region),
+                           self.settings.schedule_group, fire)
 
     def _run_step(self, function_name: str, event: Any) -> Any:
         """A workflow's Lambda task (moto_lambda_steps), run by the real step handler in this process."""

@@ -148,6 +148,7 @@ def path_sk(path: str) -> str:
 
 JOURNAL_HEAD_SK = "CHANGES"
 PRIME_SK = "PRIME"  # a memory's pins for prime (§9.1), under the memory: its purge removes them
+SCHEDULE_SK = "SCHEDULE#CONSOLIDATION"  # a memory's consolidation schedule, under the memory likewise
 JOURNAL_ENTRY_PREFIX = "CHANGE#"
 
 
