@@ -492,6 +492,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("PUT", "/prime"): {"record_ids": []},
     ("POST", "/consolidations"): {},
     ("POST", "/consolidations/{run_id}/revert"): {},
+    ("PUT", "/consolidation-schedule"): {"every_minutes": 60},
     ("POST", "/records/{record_id}/operations/{name}"): {},
 }
 
