@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from uhp_memories.domain.context import Ports
+from uhp_memories.domain.models import Caller
+
 
 @dataclass(frozen=True)
 class Job:
@@ -51,3 +54,26 @@ class WorkflowRunner(Protocol):
     def wait(self, execution_name: str, workflow: str, seconds: float) -> str:
         """The execution's status after at most `seconds`: RUNNING, SUCCEEDED, FAILED, ..."""
         ...
+
+
+def start_job(
+    ports: Ports, jobs: JobRepository, workflows: WorkflowRunner, caller: Caller, kind: str, memory_id: str, *,
+    status: str = "running", hold: bool = False, result: dict[str, Any] | None = None,
+    payload: dict[str, Any] | None = None,
+) -> Job:
+    """Write a job (holding its memory when asked) and start its workflow (named as the kind, executed
+    under the job's id, given the tenant, the memory, the job and `payload`)."""
+    job = Job(
+        tenant=caller.tenant,
+        id=ports.ids.new("hjob_"),
+        kind=kind,
+        memory_id=memory_id,
+        status=status,
+        requested_by=caller.principal,
+        created_at=ports.clock.now_ms(),
+        result=result or {},
+    )
+    jobs.start(job, hold_memory=hold)
+    state = {"tenant": caller.tenant, "memory_id": memory_id, "job_id": job.id, **(payload or {})}
+    workflows.start(kind, job.id, state)
+    return job

@@ -35,7 +35,7 @@ from uhp_memories.domain.derivation import (
     references_for,
 )
 from uhp_memories.domain.errors import AlreadyExists, SourceGone, TreeChanged
-from uhp_memories.domain.jobs import Job, JobRepository, WorkflowRunner
+from uhp_memories.domain.jobs import Job, JobRepository, WorkflowRunner, start_job
 from uhp_memories.domain.models import Caller, RecordVersion
 from uhp_memories.domain.records import RecordInput, RecordService, RecordView, VersionIndex, index_after_commit
 from uhp_memories.domain.removal import RemovalService
@@ -95,18 +95,8 @@ class ObserveService:
         views = self._records.observe(caller, memory_id, episodes)
         if not self.derives:
             return Observed(views, None)
-        job = Job(
-            tenant=caller.tenant,
-            id=self._ports.ids.new("hjob_"),
-            kind=DERIVE,
-            memory_id=memory_id,
-            status="pending",
-            requested_by=caller.principal,
-            created_at=self._ports.clock.now_ms(),
-            result={"episodes": [v.record.id for v in views]},
-        )
-        self._jobs.start(job, hold_memory=False)
-        self._workflows.start(DERIVE, job.id, {"tenant": caller.tenant, "memory_id": memory_id, "job_id": job.id})
+        job = start_job(self._ports, self._jobs, self._workflows, caller, DERIVE, memory_id, status="pending",
+                        result={"episodes": [v.record.id for v in views]})
         return Observed(views, job)
 
     def job(self, caller: Caller, memory_id: str, job_id: str) -> JobView:

@@ -20,7 +20,7 @@ from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import DomainError, MemoryInvalid, RecordNotFound
 from uhp_memories.domain.files import FileRepository, ObjectStore, chain_key, held_file, upload_key
 from uhp_memories.domain.filters import matches, parse_filter
-from uhp_memories.domain.jobs import Job, JobRepository, WorkflowRunner
+from uhp_memories.domain.jobs import Job, JobRepository, WorkflowRunner, start_job
 from uhp_memories.domain.memories import MemoryService
 from uhp_memories.domain.models import Caller
 from uhp_memories.domain.paths import check_directory
@@ -210,19 +210,7 @@ class RemovalService:
         return Job(**{**job.__dict__, "result": result})
 
     def _start(self, caller: Caller, kind: str, memory_id: str, hold: bool, payload: dict[str, Any]) -> Job:
-        job = Job(
-            tenant=caller.tenant,
-            id=self._ports.ids.new("hjob_"),
-            kind=kind,
-            memory_id=memory_id,
-            status="running",
-            requested_by=caller.principal,
-            created_at=self._ports.clock.now_ms(),
-        )
-        self._jobs.start(job, hold_memory=hold)
-        self._workflows.start(kind, job.id, {"tenant": caller.tenant, "memory_id": memory_id, "job_id": job.id,
-                                             **payload})
-        return job
+        return start_job(self._ports, self._jobs, self._workflows, caller, kind, memory_id, hold=hold, payload=payload)
 
     def _settle(self, caller: Caller, job: Job) -> Job:
         self._workflows.wait(job.id, job.kind, self.wait_seconds)
