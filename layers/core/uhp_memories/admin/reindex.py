@@ -193,9 +193,11 @@ def reindex(
     attempts: int = ATTEMPTS,
     sleep: Callable[[float], None] = time.sleep,
     progress: Callable[[ReindexReport], None] = lambda report: None,
+    reuse_vectors: bool = False,
 ) -> ReindexReport:
     """Index every record version of `table` into `target` (re-embedding open versions; a closed
-    version keeps the vector the index holds for it). With `from_scratch`, drop the index first."""
+    version keeps the vector the index holds for it; with `reuse_vectors`, every version whose text
+    the index holds already keeps its vector: a catch-up). With `from_scratch`, drop the index first."""
     started = time.monotonic()
     report = ReindexReport(table=table, index=target.description)
     if from_scratch:
@@ -209,7 +211,7 @@ def reindex(
         report.unreadable += page.unreadable
         for start in range(0, len(page.versions), batch_size):
             batch = page.versions[start : start + batch_size]
-            report.retries += _index_with_retries(engine, batch, attempts, sleep)
+            report.retries += _index_with_retries(engine, batch, attempts, sleep, reuse_vectors)
             vanished = _vanished(main_table, batch)
             for (tenant, memory_id), ids in vanished.items():
                 engine.erase(tenant, memory_id, ids)
@@ -235,12 +237,16 @@ def _vanished(table: DynamoTable, batch: Sequence[RecordVersion]) -> dict[tuple[
 
 
 def _index_with_retries(
-    engine: RecallEngine, batch: Sequence[RecordVersion], attempts: int, sleep: Callable[[float], None]
+    engine: RecallEngine,
+    batch: Sequence[RecordVersion],
+    attempts: int,
+    sleep: Callable[[float], None],
+    reuse_vectors: bool = False,
 ) -> int:
     """Index one batch, waiting out an unavailable domain or model; answers the retries it took."""
     for attempt in range(attempts):
         try:
-            engine.index_versions(batch, reuse_all=False)
+            engine.index_versions(batch, reuse_all=reuse_vectors)
             return attempt
         except SearchUnavailable:
             if attempt + 1 == attempts:
