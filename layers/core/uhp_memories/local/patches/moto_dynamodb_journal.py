@@ -114,3 +114,4 @@ def restore(region: str, table_name: str, items: Iterable[dict[str, Any]]) -> in
 HOOK: Listened[ItemListener] = Listened(Patch(__name__, WRITTEN_FOR, _apply))
 install = HOOK.install
 uninstall = HOOK.uninstall
+PATCH = HOOK.patch

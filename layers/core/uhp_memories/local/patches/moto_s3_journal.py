@@ -124,3 +124,4 @@ def restore(bucket_name: str, key_name: str, versions: Sequence[ObjectVersion]) 
 HOOK: Listened[ObjectListener] = Listened(Patch(__name__, WRITTEN_FOR, _apply))
 install = HOOK.install
 uninstall = HOOK.uninstall
+PATCH = HOOK.patch

@@ -67,3 +67,4 @@ def _apply(replace: Replacements) -> None:
 HOOK: Listened[ExecutionListener] = Listened(Patch(__name__, WRITTEN_FOR, _apply))
 install = HOOK.install
 uninstall = HOOK.uninstall
+PATCH = HOOK.patch
