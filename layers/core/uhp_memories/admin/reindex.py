@@ -32,6 +32,7 @@ from uhp_memories import stage_outputs as outputs
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.items import RECORD_ENTITY, from_dynamo, record_from
 from uhp_memories.adapters.dynamodb.table import DynamoTable
+from uhp_memories.admin.progress import reindex_progress
 from uhp_memories.admin.target import TargetError, stack_outputs
 from uhp_memories.bootstrap import build_recall_engine
 from uhp_memories.domain.models import RecordVersion
@@ -368,14 +369,12 @@ def run(args: argparse.Namespace) -> int:
         target = aws_target(where.settings(region), session)
         if args.from_scratch:
             print(f"dropping {target.description}", file=sys.stderr, flush=True)
-        report = reindex(
-            session.client("dynamodb", region_name=region),
-            where.table,
-            target,
-            from_scratch=args.from_scratch,
-            page_size=args.page_size,
-            progress=_progress,
-        )
+        dynamodb = session.client("dynamodb", region_name=region)
+        with reindex_progress("reindex", _item_count(dynamodb, where.table)) as progress:
+            report = reindex(
+                dynamodb, where.table, target, from_scratch=args.from_scratch, page_size=args.page_size,
+                progress=progress,
+            )
     except (TargetError, ReindexError) as error:
         print(f"uhp-memories: {error}", file=sys.stderr)
         return 2
@@ -403,10 +402,9 @@ def run(args: argparse.Namespace) -> int:
     return 1 if report.unreadable else 0
 
 
-def _progress(report: ReindexReport) -> None:
-    if report.pages % 10 == 0:
-        print(
-            f"... {report.indexed_versions} versions indexed, {report.scanned_items} items scanned",
-            file=sys.stderr,
-            flush=True,
-        )
+def _item_count(dynamodb: Any, table: str) -> int | None:
+    """The table's item count as DynamoDB last counted it (every six hours): a bar's rough total."""
+    try:
+        return int(dynamodb.describe_table(TableName=table)["Table"]["ItemCount"]) or None
+    except Exception:  # no permission to describe: progress without a total
+        return None

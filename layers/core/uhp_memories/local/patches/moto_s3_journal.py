@@ -102,7 +102,7 @@ def restore(bucket_name: str, key_name: str, versions: Sequence[ObjectVersion]) 
     for version in versions:
         modified = datetime.datetime.fromisoformat(version.last_modified)
         if version.delete_marker:
-            marker = FakeDeleteMarker.__new__(FakeDeleteMarker)
+            marker: Any = FakeDeleteMarker.__new__(FakeDeleteMarker)  # its key may be gone: built by hand
             marker.key = listed[-1] if listed else None
             marker.name = key_name
             marker.last_modified = modified
