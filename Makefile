@@ -20,7 +20,7 @@ STAGE ?= dev
 export CDK_DISABLE_CLI_TELEMETRY := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
 
-.PHONY: dev test lint typecheck openapi bench bench-recall clean synth deploy
+.PHONY: dev test lint typecheck openapi bench bench-recall clean synth diff deploy
 
 # Two installs into one venv: `make dev` needs only the `local` extra (the server); `make test` and
 # the other targets need `dev` (which holds `local`, the CDK app, the harness client and the tools).
@@ -91,6 +91,11 @@ $(CDK):
 synth: $(STAMP) $(CDK)
 	CDK_VALIDATION=false $(CDK) synth -c bundle=false --quiet
 	CDK_VALIDATION=false $(CDK) synth -c bundle=false -c stage=prod --quiet
+
+# A deploy's dry run without an account: the stage's changes against an empty stack (or TEMPLATE=).
+diff: $(STAMP) $(CDK)
+	CDK_VALIDATION=false $(CDK) synth -c bundle=false -c stage=$(STAGE) --quiet
+	$(CDK) diff -c bundle=false -c stage=$(STAGE) --template $(or $(TEMPLATE),infra/empty-template.json)
 
 deploy: $(STAMP) $(CDK)
 	$(CDK) deploy -c stage=$(STAGE)
