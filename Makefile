@@ -94,8 +94,7 @@ synth: $(STAMP) $(CDK)
 
 # A deploy's dry run without an account: the stage's changes against an empty stack (or TEMPLATE=).
 diff: $(STAMP) $(CDK)
-	CDK_VALIDATION=false $(CDK) synth -c bundle=false -c stage=$(STAGE) --quiet
-	$(CDK) diff -c bundle=false -c stage=$(STAGE) --template $(or $(TEMPLATE),infra/empty-template.json)
+	CDK_VALIDATION=false $(CDK) diff -c bundle=false -c stage=$(STAGE) --template $(or $(TEMPLATE),infra/empty-template.json)
 
 deploy: $(STAMP) $(CDK)
 	$(CDK) deploy -c stage=$(STAGE)
