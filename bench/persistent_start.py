@@ -19,7 +19,7 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.integration.serve_process import EXAMPLE_KEYS, ServeProcess  # noqa: E402
+from tests.integration.serve_process import EXAMPLE_KEYS, ServeProcess
 
 ALICE = {"x-api-key": "k-alice"}
 
