@@ -4,6 +4,7 @@ error shape (JSON), never http.server's HTML; one log line per request without c
 from __future__ import annotations
 
 import json
+import logging
 import socket
 
 import pytest
@@ -11,7 +12,7 @@ import requests
 
 from tests.integration.conftest import Client
 from uhp_memories import __version__
-from uhp_memories.local.gateway import LocalGateway
+from uhp_memories.local.gateway import REQUEST_LOG, LocalGateway
 
 
 def _error(answer: requests.Response) -> tuple[int, str]:
@@ -75,15 +76,16 @@ def test_an_unknown_method_and_a_long_request_line_are_json(gateway: LocalGatewa
         assert (status, json.loads(body)["error"]["code"]) in ((501, "not_implemented"), (414, "uri_too_long"))
 
 
-def test_one_log_line_per_request_with_no_content(alice: Client, capfd: pytest.CaptureFixture[str]) -> None:
-    memory = alice.create_memory("Logged")
-    alice.remember(memory["id"], "a secret nobody may log", attributes={"account": "hidden-account"})
-    err = capfd.readouterr().err
-    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+def test_one_log_line_per_request_with_no_content(alice: Client, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger=REQUEST_LOG.name):
+        memory = alice.create_memory("Logged")
+        alice.remember(memory["id"], "a secret nobody may log", attributes={"account": "hidden-account"})
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == REQUEST_LOG.name)
+    lines = [json.loads(line) for line in logged.splitlines()]
     posts = [line for line in lines if line["route"] == "/v1/memories/{memory_id}/records"]
     assert posts
     assert set(posts[-1]) == {"time", "method", "route", "status", "ms"}
     assert (posts[-1]["method"], posts[-1]["status"]) == ("POST", 201)
-    assert "secret" not in err
-    assert "hidden-account" not in err
-    assert memory["id"] not in err
+    assert "secret" not in logged
+    assert "hidden-account" not in logged
+    assert memory["id"] not in logged

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import logging
 import signal
 import sys
 import threading
@@ -65,6 +66,7 @@ def serve(args: argparse.Namespace) -> int:
     except (KeysFileError, DataDirError, OperatorError) as error:
         print(f"uhp-memories: {error}", file=sys.stderr, flush=True)
         return EXIT_OPERATOR_ERROR
+    _log_requests_to_stderr()
     stopping = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopping.set())
@@ -106,6 +108,16 @@ def serve(args: argparse.Namespace) -> int:
         if data_dir is not None:
             data_dir.close(clean=clean)
     return 0
+
+
+def _log_requests_to_stderr() -> None:
+    from uhp_memories.local.gateway import REQUEST_LOG
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    REQUEST_LOG.addHandler(handler)
+    REQUEST_LOG.setLevel(logging.INFO)
+    REQUEST_LOG.propagate = False
 
 
 def _load_model(local: LocalAws) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import base64
 import importlib
 import json
+import logging
 import re
-import sys
 import threading
 import time
 import uuid
@@ -215,24 +215,25 @@ _REFUSALS = {
     501: "not_implemented",
     505: "http_version_not_supported",
 }
-_log_lock = threading.Lock()
+# `uhp-memories serve` sends it to stderr (local/cli.py); in a test's process it is the test's to read.
+REQUEST_LOG = logging.getLogger("uhp_memories.local.requests")
 
 
 def log_request(method: str, route: str | None, status: int, seconds: float) -> None:
-    """One line per request on stderr, as JSON: method, route (its template, never the path or the
-    query, which carry ids and filters), status and latency. Never a body or a header."""
-    line = json.dumps(
-        {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "method": method,
-            "route": route,
-            "status": status,
-            "ms": round(seconds * 1000, 1),
-        },
-        separators=(",", ":"),
+    """One line per request, as JSON: method, route (its template, never the path or the query,
+    which carry ids and filters), status and latency. Never a body or a header."""
+    REQUEST_LOG.info(
+        json.dumps(
+            {
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "method": method,
+                "route": route,
+                "status": status,
+                "ms": round(seconds * 1000, 1),
+            },
+            separators=(",", ":"),
+        )
     )
-    with _log_lock:
-        print(line, file=sys.stderr, flush=True)
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
@@ -248,8 +249,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         method = "GET" if self.command == "HEAD" else self.command
         path = _path_of(self.path)
         answer, route = self._answer(method, path)
-        self._send(answer, with_body=self.command != "HEAD")
+        # Logged once the answer is ready, before it is sent: a client that has its answer finds its line.
         log_request(self.command, route, int(answer.get("statusCode", 200)), time.perf_counter() - started)
+        self._send(answer, with_body=self.command != "HEAD")
 
     def _answer(self, method: str, path: str) -> tuple[dict[str, Any], str | None]:
         """The answer, and the route template it was answered by (None: no route)."""
