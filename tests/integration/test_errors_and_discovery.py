@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from tests.integration.conftest import Client, ClientFactory, error_code
+from uhp_memories.local.gateway import methods_at
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
 
 MISSING_MEMORY = "hmem_" + "0" * 32
@@ -130,10 +131,10 @@ def test_the_authorizer_answer_is_reused_per_key_and_never_across_keys(
     ("method", "template"),
     [
         ("GET", "/v1/nothing"),
-        ("GET", "/"),
         ("GET", "/v2/memories"),
         ("GET", "/v1/memories/{mid}/nothing"),
         ("GET", "/v1/memories/{mid}/records/{rid}/nothing"),
+        ("POST", "/"),
         ("POST", "/v1/capabilities"),
         ("DELETE", "/v1/memories"),
         ("PUT", "/v1/memories/{mid}/records"),
@@ -142,13 +143,20 @@ def test_the_authorizer_answer_is_reused_per_key_and_never_across_keys(
         ("DELETE", "/v1/memories/{mid}/snapshots"),
     ],
 )
-def test_unknown_route_is_404(alice: Client, method: str, template: str) -> None:
+def test_unknown_route_is_404_and_a_method_a_path_lacks_405(alice: Client, method: str, template: str) -> None:
+    """A path no route has: 404. A path some route has, asked with a method it lacks: 405 with Allow
+    locally (deployed, API Gateway answers it 404 too: docs/decisions.md, "Local mode")."""
     memory = alice.create_memory()
     record = alice.remember(memory["id"])
     path = template.format(mid=memory["id"], rid=record["id"])
-    assert_error(alice.request(method, path, {"name": "x"} if method != "GET" else None), 404, "not_found")
-    # Unknown with or without a key: the route does not exist either way.
-    assert_error(requests.request(method, alice.base_url + path, timeout=30), 404, "not_found")
+    known = bool(methods_at(path))
+    status, code = (405, "method_not_allowed") if known else (404, "not_found")
+    assert_error(alice.request(method, path, {"name": "x"} if method != "GET" else None), status, code)
+    # With or without a key: the route does not exist either way.
+    answer = requests.request(method, alice.base_url + path, timeout=30)
+    assert_error(answer, status, code)
+    if known:
+        assert method not in answer.headers["Allow"].split(", ")
     # And nothing happened to what exists.
     assert alice.get(f"/v1/memories/{memory['id']}/records/{record['id']}").json() == record
 

@@ -25,11 +25,14 @@ from uhp_memories.local.patches import (
     WrittenFor,
     moto_action_names,
     moto_dynamodb_batch_sizes,
+    moto_dynamodb_journal,
     moto_dynamodb_queries,
     moto_dynamodb_transactions,
     moto_dynamodb_wire_json,
     moto_lambda_steps,
+    moto_s3_journal,
     moto_state_machine_copies,
+    moto_stepfunctions_journal,
     powertools_threads,
 )
 
@@ -44,6 +47,8 @@ PATCH_MODULES = [
     moto_state_machine_copies,
     powertools_threads,
 ]
+# Installed only by a persistent server (LocalAws with a data dir): they report to its journal.
+JOURNAL_PATCH_MODULES = [moto_dynamodb_journal, moto_s3_journal, moto_stepfunctions_journal]
 # What the patches replace, named here independently of their code: (module, class or None, attribute).
 PATCHED = [
     ("moto.core.responses", None, "method_names_from_class"),
@@ -61,6 +66,15 @@ PATCHED = [
         for name in ("current_event", "lambda_context", "context", "resolve", "_to_proxy_event")
     ),
 ]
+JOURNAL_PATCHED = [
+    *(("moto.dynamodb.responses", "DynamoHandler", name) for name in moto_dynamodb_journal.WRITE_ACTIONS),
+    ("moto.s3.models", "S3Backend", "put_object"),
+    ("moto.s3.models", "S3Backend", "delete_object"),
+    ("moto.s3.responses", "S3Response", "bucket_response"),
+    ("moto.s3.responses", "S3Response", "key_response"),
+    ("moto.stepfunctions.parser.models", "StepFunctionsParserBackend", "start_execution"),
+    ("moto.stepfunctions.parser.backend.execution", "BaseExecutionWorkerCommunication", "terminated"),
+]
 
 
 def pinned_versions() -> dict[str, str]:
@@ -76,7 +90,7 @@ def pinned_versions() -> dict[str, str]:
     return pins
 
 
-@pytest.mark.parametrize("module", PATCH_MODULES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
+@pytest.mark.parametrize("module", PATCH_MODULES + JOURNAL_PATCH_MODULES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_each_patch_is_written_for_the_pinned_and_installed_library_version(module: Any) -> None:
     written_for: WrittenFor = module.WRITTEN_FOR
 
@@ -87,7 +101,7 @@ def test_each_patch_is_written_for_the_pinned_and_installed_library_version(modu
     assert callable(module.uninstall)
 
 
-@pytest.mark.parametrize("module", PATCH_MODULES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
+@pytest.mark.parametrize("module", PATCH_MODULES + JOURNAL_PATCH_MODULES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_each_patch_refuses_another_library_version(module: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(patches, "installed_version", lambda distribution: "0.0.1")
 
@@ -147,12 +161,17 @@ def test_installs_are_counted_and_the_last_uninstall_restores_the_library() -> N
     assert (patch.installed, cleaned) == (False, [True])
 
 
-def test_local_mode_leaves_every_patched_class_as_it_found_it() -> None:
+@pytest.mark.parametrize("persistent", [False, True], ids=["in-memory", "data-dir"])
+def test_local_mode_leaves_every_patched_class_as_it_found_it(persistent: bool, tmp_path: Path) -> None:
     """In a process of its own: start() installs every patch, stop() puts moto and Powertools back
-    (an in-process session of another suite would hold the patches installed)."""
+    (an in-process session of another suite would hold the patches installed). A persistent server
+    installs the journal patches too."""
+    patched = PATCHED + (JOURNAL_PATCHED if persistent else [])
+    runtime = f"LocalAws(data_dir=DataDir({str(tmp_path)!r}).open())" if persistent else "LocalAws()"
     probe = textwrap.dedent(
         f"""
         import importlib, json
+        from uhp_memories.local.data_dir import DataDir
         from uhp_memories.local.moto_env import LocalAws
         MISSING = object()
 
@@ -160,17 +179,19 @@ def test_local_mode_leaves_every_patched_class_as_it_found_it() -> None:
             found = importlib.import_module(module)
             return getattr(found, cls) if cls else found
 
-        patched = {PATCHED!r}
+        patched = {patched!r}
         def snapshot():
             return [vars(owner(m, c)).get(a, MISSING) for m, c, a in patched]
 
         before = snapshot()
-        local = LocalAws().start()
+        local = {runtime}.start()
         during = snapshot()
         installed = sorted(type(p).__name__ if not hasattr(p, "PATCH") else p.__name__ for p in local.patches)
         local.stop()
+        if local.data_dir is not None:
+            local.data_dir.close(clean=True)
         after = snapshot()
-        again = LocalAws().start()  # a second runtime in the same process installs them anew
+        again = {runtime}.start()  # a second runtime in the same process installs them anew
         second = snapshot()
         again.stop()
         print(json.dumps({{
@@ -190,7 +211,7 @@ def test_local_mode_leaves_every_patched_class_as_it_found_it() -> None:
     assert report["not_restored"] == []  # ... and is moto's or Powertools' own again after stop()
     assert report["not_replaced_again"] == []
     assert report["not_restored_again"] == []
-    assert len(report["installed"]) == len(PATCH_MODULES)
+    assert len(report["installed"]) == len(PATCH_MODULES) + (len(JOURNAL_PATCH_MODULES) if persistent else 0)
 
 
 def test_a_patch_that_refuses_stops_local_mode_with_nothing_installed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -120,6 +120,7 @@ def build_recall_engine(
     search_client: Any | None = None,
     embedder: Embedder | None = None,
     bulk_load: bool = False,
+    index_path: str = ":memory:",
 ) -> RecallEngine | None:
     """The recall engine of a stage: its search index and the embedder that fills it, put together
     here only, for the Lambda functions (`container`), local mode (uhp_memories.local.moto_env) and
@@ -131,7 +132,8 @@ def build_recall_engine(
     `search_client` and `embedder` are used as given instead (tests, stand-ins). `bulk_load` leaves
     each write to the index's refresh interval instead of waiting for it (a rebuild: nothing reads
     its own write). With `local`: the embedded engine (sqlite3 FTS5 + numpy, in memory) with
-    all-MiniLM-L6-v2 on onnxruntime: real search and a real embedding model, nothing to download.
+    all-MiniLM-L6-v2 on onnxruntime: real search and a real embedding model, nothing to download;
+    `index_path` is its file (a persistent local server's data dir) or ":memory:".
     Every adapter module is imported here, when a process first needs the engine: a function that
     never recalls never loads them."""
     if local:
@@ -139,7 +141,7 @@ def build_recall_engine(
         from uhp_memories.search.minilm import MiniLmEmbedder
 
         embedder = embedder or MiniLmEmbedder()
-        index: Any = EmbeddedSearchIndex(":memory:", model_id=embedder.model_id, dimensions=embedder.dimensions)
+        index: Any = EmbeddedSearchIndex(index_path, model_id=embedder.model_id, dimensions=embedder.dimensions)
         _hand_the_gil_over_promptly()
         return RecallEngine(index, embedder)
     if search_client is None and not settings.search_endpoint:

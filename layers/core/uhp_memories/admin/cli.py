@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from uhp_memories.admin.progress import step
 from uhp_memories.admin.service import AdminError, KeyInfo, StageAdmin
 from uhp_memories.admin.target import StageTarget, TargetError
 
@@ -74,7 +75,8 @@ def _print(args: argparse.Namespace, data: Any, text: str) -> None:
 
 
 def _create_tenant(args: argparse.Namespace) -> int:
-    tenant = _admin(args).create_tenant(args.tenant, args.rate, args.burst, args.quota)
+    with step(f"creating tenant {args.tenant} (its usage plan) on the stage"):
+        tenant = _admin(args).create_tenant(args.tenant, args.rate, args.burst, args.quota)
     verb = "created" if tenant.created else "exists"
     _print(
         args,
@@ -93,7 +95,8 @@ def _create_tenant(args: argparse.Namespace) -> int:
 
 
 def _create_key(args: argparse.Namespace) -> int:
-    new = _admin(args).create_key(args.tenant, args.principal, args.group)
+    with step(f"creating a key for tenant {args.tenant} (API Gateway key, then its item in the keys table)"):
+        new = _admin(args).create_key(args.tenant, args.principal, args.group)
     info = new.info
     _print(
         args,
@@ -112,14 +115,16 @@ def _describe(key: KeyInfo) -> str:
 
 
 def _list_keys(args: argparse.Namespace) -> int:
-    keys = _admin(args).list_keys(args.tenant)
+    with step("listing the keys table"):
+        keys = _admin(args).list_keys(args.tenant)
     text = "\n".join(_describe(k) for k in keys) if keys else "no keys"
     _print(args, [k.as_dict() for k in keys], text)
     return 0
 
 
 def _revoke_key(args: argparse.Namespace) -> int:
-    key = _admin(args).revoke_key(args.key_id)
+    with step(f"revoking {args.key_id} (its API Gateway key, then its item)"):
+        key = _admin(args).revoke_key(args.key_id)
     _print(args, key.as_dict(), f"revoked {key.key_id} (tenant {key.tenant}, principal {key.principal})")
     return 0
 

@@ -32,6 +32,7 @@ from uhp_memories import stage_outputs as outputs
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.items import RECORD_ENTITY, from_dynamo, record_from
 from uhp_memories.adapters.dynamodb.table import DynamoTable
+from uhp_memories.admin.progress import reindex_progress
 from uhp_memories.admin.target import TargetError, stack_outputs
 from uhp_memories.bootstrap import build_recall_engine
 from uhp_memories.domain.models import RecordVersion
@@ -193,9 +194,11 @@ def reindex(
     attempts: int = ATTEMPTS,
     sleep: Callable[[float], None] = time.sleep,
     progress: Callable[[ReindexReport], None] = lambda report: None,
+    reuse_vectors: bool = False,
 ) -> ReindexReport:
     """Index every record version of `table` into `target` (re-embedding open versions; a closed
-    version keeps the vector the index holds for it). With `from_scratch`, drop the index first."""
+    version keeps the vector the index holds for it; with `reuse_vectors`, every version whose text
+    the index holds already keeps its vector: a catch-up). With `from_scratch`, drop the index first."""
     started = time.monotonic()
     report = ReindexReport(table=table, index=target.description)
     if from_scratch:
@@ -209,7 +212,7 @@ def reindex(
         report.unreadable += page.unreadable
         for start in range(0, len(page.versions), batch_size):
             batch = page.versions[start : start + batch_size]
-            report.retries += _index_with_retries(engine, batch, attempts, sleep)
+            report.retries += _index_with_retries(engine, batch, attempts, sleep, reuse_vectors)
             vanished = _vanished(main_table, batch)
             for (tenant, memory_id), ids in vanished.items():
                 engine.erase(tenant, memory_id, ids)
@@ -235,12 +238,16 @@ def _vanished(table: DynamoTable, batch: Sequence[RecordVersion]) -> dict[tuple[
 
 
 def _index_with_retries(
-    engine: RecallEngine, batch: Sequence[RecordVersion], attempts: int, sleep: Callable[[float], None]
+    engine: RecallEngine,
+    batch: Sequence[RecordVersion],
+    attempts: int,
+    sleep: Callable[[float], None],
+    reuse_vectors: bool = False,
 ) -> int:
     """Index one batch, waiting out an unavailable domain or model; answers the retries it took."""
     for attempt in range(attempts):
         try:
-            engine.index_versions(batch, reuse_all=False)
+            engine.index_versions(batch, reuse_all=reuse_vectors)
             return attempt
         except SearchUnavailable:
             if attempt + 1 == attempts:
@@ -362,14 +369,12 @@ def run(args: argparse.Namespace) -> int:
         target = aws_target(where.settings(region), session)
         if args.from_scratch:
             print(f"dropping {target.description}", file=sys.stderr, flush=True)
-        report = reindex(
-            session.client("dynamodb", region_name=region),
-            where.table,
-            target,
-            from_scratch=args.from_scratch,
-            page_size=args.page_size,
-            progress=_progress,
-        )
+        dynamodb = session.client("dynamodb", region_name=region)
+        with reindex_progress("reindex", _item_count(dynamodb, where.table)) as progress:
+            report = reindex(
+                dynamodb, where.table, target, from_scratch=args.from_scratch, page_size=args.page_size,
+                progress=progress,
+            )
     except (TargetError, ReindexError) as error:
         print(f"uhp-memories: {error}", file=sys.stderr)
         return 2
@@ -397,10 +402,9 @@ def run(args: argparse.Namespace) -> int:
     return 1 if report.unreadable else 0
 
 
-def _progress(report: ReindexReport) -> None:
-    if report.pages % 10 == 0:
-        print(
-            f"... {report.indexed_versions} versions indexed, {report.scanned_items} items scanned",
-            file=sys.stderr,
-            flush=True,
-        )
+def _item_count(dynamodb: Any, table: str) -> int | None:
+    """The table's item count as DynamoDB last counted it (every six hours): a bar's rough total."""
+    try:
+        return int(dynamodb.describe_table(TableName=table)["Table"]["ItemCount"]) or None
+    except Exception:  # no permission to describe: progress without a total
+        return None

@@ -1,38 +1,156 @@
-"""The `uhp-memories` command (DESIGN.md: the local CLI is a contract)."""
+"""The `uhp-memories` command (DESIGN.md: the local CLI is a contract).
+
+`serve` says what it does as it starts, and prints `listening on http://HOST:PORT` once, when the
+server accepts requests (tools wait for that line). An operator's mistake (a port in use, a keys
+file that does not exist or does not read, a data dir that cannot be used) is one line on stderr
+and exit status 2, found before anything is printed as if the server were starting."""
 
 from __future__ import annotations
 
 import argparse
+import errno
+import logging
+import signal
 import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from uhp_memories.adapters.dynamodb.apikeys import KeyExists
 from uhp_memories.admin import cli as admin
 from uhp_memories.admin import reindex
-from uhp_memories.local.moto_env import LocalAws, dev_key, load_keys_file
+from uhp_memories.local.data_dir import DataDir, DataDirError
+from uhp_memories.local.moto_env import KeyEntry, KeysFileError, LocalAws, dev_key, load_keys_file
+
+if TYPE_CHECKING:
+    from uhp_memories.local.gateway import LocalGateway
+
+EXIT_OPERATOR_ERROR = 2
+
+
+class OperatorError(Exception):
+    """Said as one line on stderr; the command exits with status 2."""
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _bind(args: argparse.Namespace) -> LocalGateway:
+    from uhp_memories.local.gateway import LocalGateway
+
+    try:
+        return LocalGateway(args.host, args.port, authorizer_cache_seconds=args.authorizer_cache_seconds)
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            raise OperatorError(
+                f"port {args.port} on {args.host} is in use (another server?); choose another with --port"
+            ) from None
+        raise OperatorError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}") from None
 
 
 def serve(args: argparse.Namespace) -> int:
-    from uhp_memories.local.gateway import LocalGateway
-
-    local = LocalAws().start()
-    if args.keys_file:
-        entries = load_keys_file(args.keys_file)
-        local.add_keys(entries)
-        print(f"loaded {len(entries)} API keys from {args.keys_file}", flush=True)
-    else:
-        entry = dev_key()
-        local.add_keys([entry])
-        print(f"dev API key (tenant {entry.tenant}, principal {entry.principal}): {entry.key}", flush=True)
-    gateway = LocalGateway(args.host, args.port, authorizer_cache_seconds=args.authorizer_cache_seconds)
-    print(f"listening on {gateway.url}", flush=True)
-    print("local state lives in this process and is gone when it stops", flush=True)
+    """Check what the operator gave (keys file, port, data dir), start moto (and put a data dir's
+    state back), load the embedding model, then serve until interrupted (Ctrl-C, SIGTERM)."""
+    data_dir: DataDir | None = None
     try:
-        gateway.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        entries = load_keys_file(args.keys_file) if args.keys_file else None
+        gateway = _bind(args)  # held from now on: nothing else can take the port while we start
+        if args.data_dir:
+            try:
+                data_dir = DataDir(args.data_dir).open()
+            except DataDirError:
+                gateway.stop()
+                raise
+    except (KeysFileError, DataDirError, OperatorError) as error:
+        print(f"uhp-memories: {error}", file=sys.stderr, flush=True)
+        return EXIT_OPERATOR_ERROR
+    _log_requests_to_stderr()
+    stopping = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopping.set())
+    local = LocalAws(data_dir=data_dir)
+    clean = False
+    try:
+        started = time.monotonic()
+        if data_dir is not None:
+            say(f"starting with the state kept in {data_dir.path}")
+        local.start()
+        if local.restored is not None:
+            say(
+                f"restored {local.restored.items} items and {local.restored.objects} files "
+                f"in {local.restored.seconds:.1f} s"
+            )
+        _load_model(local)
+        if data_dir is not None and not data_dir.clean_start:
+            _catch_up(local)
+        resumed = local.resume_workflows()
+        if resumed:
+            say(f"resumed {len(resumed)} workflows that had not ended: {', '.join(resumed)}")
+        try:
+            _add_keys(local, args.keys_file, entries, data_dir)
+        except KeyExists as error:  # the data dir holds this key for someone else
+            print(f"uhp-memories: keys file {args.keys_file}: {error}", file=sys.stderr, flush=True)
+            return EXIT_OPERATOR_ERROR
+        gateway.start_background()
+        say(f"listening on {gateway.url}")
+        say(f"ready in {time.monotonic() - started:.1f} s; " + (
+            f"state is kept in {data_dir.path} (Ctrl-C stops)" if data_dir is not None
+            else "state lives in this process and is gone when it stops (--data-dir DIR keeps it)"
+        ))
+        stopping.wait()
+        say("stopping")
+        clean = True
     finally:
         gateway.stop()
         local.stop()
+        if data_dir is not None:
+            data_dir.close(clean=clean)
     return 0
+
+
+def _log_requests_to_stderr() -> None:
+    from uhp_memories.local.gateway import REQUEST_LOG
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    REQUEST_LOG.addHandler(handler)
+    REQUEST_LOG.setLevel(logging.INFO)
+    REQUEST_LOG.propagate = False
+
+
+def _load_model(local: LocalAws) -> None:
+    assert local.container is not None
+    started = time.monotonic()
+    say("loading the embedding model (all-MiniLM-L6-v2 on onnxruntime)")
+    engine = local.container.recall_engine()
+    assert engine is not None
+    load: Callable[[], None] | None = getattr(engine.embedder, "load", None)
+    if load is not None:
+        load()
+    say(f"embedding model loaded in {time.monotonic() - started:.1f} s")
+
+
+def _catch_up(local: LocalAws) -> None:
+    from uhp_memories.admin.progress import reindex_progress
+
+    say("the last server did not stop cleanly: catching the search index up with the tables")
+    with reindex_progress("catching up") as progress:
+        report = local.catch_up_index(progress)
+    say(f"search index caught up: {report.indexed_versions} record versions checked in {report.seconds:.1f} s")
+
+
+def _add_keys(local: LocalAws, keys_file: str | None, entries: list[KeyEntry] | None, data_dir: DataDir | None) -> None:
+    if entries is not None:
+        local.add_keys(entries, keep_stored=data_dir is not None)
+        say(f"loaded {len(entries)} API keys from {keys_file}: " + ", ".join(
+            f"{entry.key} ({entry.tenant}, {entry.principal})" for entry in entries
+        ))
+        return
+    entry = dev_key(data_dir.dev_key() if data_dir is not None else None)
+    local.add_keys([entry], keep_stored=data_dir is not None)
+    say(f"dev API key (tenant {entry.tenant}, principal {entry.principal}): {entry.key}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,6 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     serve_cmd.add_argument("--host", default="127.0.0.1")
     serve_cmd.add_argument("--port", type=int, default=8080)
     serve_cmd.add_argument("--keys-file", help='JSON: {"keys": [{"key", "tenant", "principal", "groups"}]}')
+    serve_cmd.add_argument(
+        "--data-dir",
+        help="keep tables, files, the search index and workflows in this folder across restarts "
+        "(created if missing); without it, state lives in the process",
+    )
     serve_cmd.add_argument(
         "--authorizer-cache-seconds",
         type=float,

@@ -6,16 +6,19 @@ from __future__ import annotations
 import base64
 import importlib
 import json
+import logging
 import re
 import threading
 import time
 import uuid
 from dataclasses import dataclass
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from uhp_memories.api.routes import ROUTES, Route
+from uhp_memories.local import landing
 
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
 STAGE = "local"
@@ -65,6 +68,14 @@ def match(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
     return None
 
 
+def methods_at(path: str) -> list[str]:
+    """The methods some route serves at this path (none: no route has it); HEAD wherever GET is."""
+    found = {c.route.method for c in COMPILED if c.pattern.match(path)}
+    if landing.is_page(path):
+        found.add("GET")
+    return sorted(found | ({"HEAD"} if "GET" in found else set()))
+
+
 class AuthorizerCache:
     """API Gateway's authorizer result cache: an allowing answer is reused for the same x-api-key
     until its time is up, so most requests skip the authorizer (and its DynamoDB read), as deployed.
@@ -94,12 +105,17 @@ def _handler(function: str) -> Any:
     return importlib.import_module(f"functions.{function}.handler").lambda_handler
 
 
-def _answer(status: int, code: str, message: str) -> dict[str, Any]:
+def _answer(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """An answer of the gateway itself, in the API's error shape."""
     return {
         "statusCode": status,
-        "headers": {"Content-Type": "application/json"},
+        "headers": {"Content-Type": "application/json", **(headers or {})},
         "body": json.dumps({"error": {"code": code, "message": message}}),
     }
+
+
+def _path_of(raw_path: str) -> str:
+    return urlsplit(raw_path).path.rstrip("/") or "/"
 
 
 def _api_key(headers: dict[str, str]) -> str | None:
@@ -115,9 +131,14 @@ def invoke(
 ) -> dict[str, Any]:
     """One request through authorizer and function, as API Gateway runs it."""
     split = urlsplit(raw_path)
-    path = split.path.rstrip("/") or "/"
+    path = _path_of(raw_path)
     matched = match(method, path)
     if matched is None:
+        allowed = methods_at(path)
+        if allowed:
+            return _answer(
+                405, "method_not_allowed", f"{path} answers {', '.join(allowed)}", {"Allow": ", ".join(allowed)}
+            )
         # API Gateway answers unknown routes itself (MISSING_AUTHENTICATION_TOKEN, mapped to 404).
         return _answer(404, "not_found", "no such route")
     route, params = matched
@@ -184,6 +205,37 @@ def invoke(
     return _handler(route.function)(event, LambdaContext(f"uhp-memories-{route.function}", request_id))
 
 
+# The gateway's own refusals of a request it cannot read, in the API's error shape.
+_REFUSALS = {
+    400: "invalid_request",
+    408: "request_timeout",
+    413: "request_too_large",
+    414: "uri_too_long",
+    431: "headers_too_large",
+    501: "not_implemented",
+    505: "http_version_not_supported",
+}
+# `uhp-memories serve` sends it to stderr (local/cli.py); in a test's process it is the test's to read.
+REQUEST_LOG = logging.getLogger("uhp_memories.local.requests")
+
+
+def log_request(method: str, route: str | None, status: int, seconds: float) -> None:
+    """One line per request, as JSON: method, route (its template, never the path or the query,
+    which carry ids and filters), status and latency. Never a body or a header."""
+    REQUEST_LOG.info(
+        json.dumps(
+            {
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "method": method,
+                "route": route,
+                "status": status,
+                "ms": round(seconds * 1000, 1),
+            },
+            separators=(",", ":"),
+        )
+    )
+
+
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "uhp-memories-local"
@@ -192,20 +244,35 @@ class _RequestHandler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
 
     def _serve(self) -> None:
+        started = time.perf_counter()
+        # HEAD is answered as GET is, without the body.
+        method = "GET" if self.command == "HEAD" else self.command
+        path = _path_of(self.path)
+        answer, route = self._answer(method, path)
+        # Logged once the answer is ready, before it is sent: a client that has its answer finds its line.
+        log_request(self.command, route, int(answer.get("statusCode", 200)), time.perf_counter() - started)
+        self._send(answer, with_body=self.command != "HEAD")
+
+    def _answer(self, method: str, path: str) -> tuple[dict[str, Any], str | None]:
+        """The answer, and the route template it was answered by (None: no route)."""
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY_BYTES:
-            self._send({"statusCode": 413, "body": json.dumps({"error": {"code": "request_too_large",
-                        "message": "the request body is larger than 10 MiB"}})})
-            return
+            self.close_connection = True  # the body is not read
+            return _answer(413, "request_too_large", "the request body is larger than 10 MiB"), None
         body = self.rfile.read(length) if length else None
+        if method == "GET":
+            page = landing.answer(path, getattr(self.server, "base_url", ""))
+            if page is not None:
+                return page, "/docs/{asset}" if path.startswith("/docs/") else path
         headers = {k: v for k, v in self.headers.items()}
+        matched = match(method, path)
         try:
-            answer = invoke(self.command, self.path, headers, body, getattr(self.server, "authorizer_cache", None))
+            answer = invoke(method, self.path, headers, body, getattr(self.server, "authorizer_cache", None))
         except Exception:
             answer = _answer(500, "internal_error", "the local gateway failed")
-        self._send(answer)
+        return answer, matched[0].path if matched else None
 
-    def _send(self, answer: dict[str, Any]) -> None:
+    def _send(self, answer: dict[str, Any], *, with_body: bool = True) -> None:
         raw = answer.get("body") or ""
         payload = base64.b64decode(raw) if answer.get("isBase64Encoded") else raw.encode()
         self.send_response(int(answer.get("statusCode", 200)))
@@ -220,13 +287,25 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 for value in values:
                     self.send_header(key, str(value))
         self.send_header("Content-Length", str(len(payload)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(payload)
+        if with_body:
+            self.wfile.write(payload)
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_TRACE = do_CONNECT = _serve
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's refusals (a request line too long, a method it has no do_ for, a malformed
+        request) in the API's error shape, not as an HTML page."""
+        self.close_connection = True
+        phrase = HTTPStatus(code).phrase if code in HTTPStatus._value2member_map_ else "error"
+        answer = _answer(code, _REFUSALS.get(code, "invalid_request"), message or phrase)
+        self._send(answer, with_body=getattr(self, "command", "") != "HEAD")
+        log_request(getattr(self, "command", "") or "?", None, code, 0.0)
 
     def log_message(self, format: str, *args: Any) -> None:
-        # Quiet by default: a request line may carry a record id, never content, but keep it terse.
+        # http.server's own log line (the raw path) is replaced by log_request's.
         pass
 
 
@@ -237,11 +316,14 @@ class LocalGateway:
         port: int = 8080,
         authorizer_cache_seconds: float = AUTHORIZER_CACHE_SECONDS_DEFAULT,
     ) -> None:
+        # Binds and listens at once: a port in use fails here, before anything else starts.
         self.server = ThreadingHTTPServer((host, port), _RequestHandler)
         self.server.daemon_threads = True
         self.authorizer_cache = AuthorizerCache(authorizer_cache_seconds)
         self.server.authorizer_cache = self.authorizer_cache  # type: ignore[attr-defined]
+        self.server.base_url = self.url  # type: ignore[attr-defined]
         self._thread: threading.Thread | None = None
+        self._serving = False
 
     @property
     def url(self) -> str:
@@ -249,13 +331,17 @@ class LocalGateway:
         return f"http://{host!s}:{port}" if isinstance(host, str) else f"http://{host.decode()}:{port}"
 
     def start_background(self) -> LocalGateway:
+        self._serving = True
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()
         return self
 
     def serve_forever(self) -> None:
+        self._serving = True
         self.server.serve_forever()
 
     def stop(self) -> None:
-        self.server.shutdown()
+        if self._serving:  # shutdown() waits for serve_forever, which never started otherwise
+            self.server.shutdown()
+            self._serving = False
         self.server.server_close()

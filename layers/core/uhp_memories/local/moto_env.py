@@ -10,34 +10,45 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uhp_memories import bootstrap, workflows
 from uhp_memories import stage_outputs as outputs
-from uhp_memories.adapters.dynamodb.apikeys import hash_key, new_key_id
+from uhp_memories.adapters.dynamodb.apikeys import KeyExists, hash_key, new_key_id
 from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE, KEYS_TABLE, MAIN_TABLE
 from uhp_memories.local.patches import (
     PatchModule,
     install_all,
     moto_action_names,
     moto_dynamodb_batch_sizes,
+    moto_dynamodb_journal,
     moto_dynamodb_queries,
     moto_dynamodb_transactions,
     moto_dynamodb_wire_json,
     moto_lambda_steps,
+    moto_s3_journal,
     moto_state_machine_copies,
+    moto_stepfunctions_journal,
     powertools_threads,
     uninstall_all,
 )
 from uhp_memories.local.schedules import LocalTicker
+from uhp_memories.search.engine import RecallEngine
 from uhp_memories.settings import Settings
 from uhp_memories.workflows import STEPS, WORKFLOWS
 
+if TYPE_CHECKING:
+    from uhp_memories.admin.reindex import ReindexReport
+    from uhp_memories.local.data_dir import DataDir, Restored
+
 # Make moto's DynamoDB cost what DynamoDB does (in proportion to the items read or written, not to
 # the table) without changing any answer: docs/benchmarks.md has the measurements.
+# A clean stop waits this long for running workflows to end (they are run again at start otherwise).
+STOP_WAIT_SECONDS = 30.0
 MOTO_DYNAMODB_SPEEDUPS: tuple[PatchModule, ...] = (
     moto_action_names,
     moto_dynamodb_transactions,
@@ -77,26 +88,59 @@ class KeyEntry:
     groups: tuple[str, ...] = ()
 
 
+class KeysFileError(ValueError):
+    """A keys file that cannot be used, said in one line: which file, which entry, which field."""
+
+
+KEY_FIELDS = ("key", "tenant", "principal", "groups")
+
+
 def load_keys_file(path: str | Path) -> list[KeyEntry]:
-    """A keys file: {"keys": [{"key", "tenant", "principal", "groups"}]}; a key appears once."""
-    data = json.loads(Path(path).read_text())
+    """A keys file: {"keys": [{"key", "tenant", "principal", "groups"}]}; a key appears once. Tenants,
+    principals and groups follow the rules the admin CLI applies to a deployed stage."""
+    from uhp_memories.admin.service import GROUP_PATTERN, PRINCIPAL_PATTERN, TENANT_PATTERN
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise KeysFileError(f"keys file {path} does not exist") from None
+    except OSError as error:
+        raise KeysFileError(f"keys file {path} cannot be read: {error.strerror or error}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise KeysFileError(f"keys file {path} is not JSON: {error}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
+        raise KeysFileError(f'keys file {path}: expected {{"keys": [{{"key", "tenant", "principal", "groups"}}]}}')
     entries = []
-    for raw in data.get("keys", []):
-        entries.append(
-            KeyEntry(str(raw["key"]), str(raw["tenant"]), str(raw["principal"]), tuple(raw.get("groups", [])))
-        )
+    for number, raw in enumerate(data["keys"], 1):
+        where = f"keys file {path}: entry {number}"
+        if not isinstance(raw, dict):
+            raise KeysFileError(f"{where} is not an object")
+        unknown = sorted(set(raw) - set(KEY_FIELDS))
+        if unknown:
+            raise KeysFileError(f'{where} has an unknown field "{unknown[0]}" (fields: {", ".join(KEY_FIELDS)})')
+        for field, pattern in (("key", None), ("tenant", TENANT_PATTERN), ("principal", PRINCIPAL_PATTERN)):
+            value = raw.get(field)
+            if not isinstance(value, str) or not value:
+                raise KeysFileError(f'{where} has no "{field}" (a non-empty string)')
+            if pattern is not None and not pattern.match(value):
+                raise KeysFileError(f'{where}: "{field}" {value!r} is not valid (expected {pattern.pattern})')
+        groups = raw.get("groups", [])
+        if not isinstance(groups, list) or not all(isinstance(g, str) and GROUP_PATTERN.match(g) for g in groups):
+            raise KeysFileError(f'{where}: "groups" must be a list of group:NAME')
+        entries.append(KeyEntry(raw["key"], raw["tenant"], raw["principal"], tuple(groups)))
     if not entries:
-        raise ValueError(f"{path} holds no keys")
+        raise KeysFileError(f"keys file {path} holds no keys")
     seen: set[str] = set()
     for number, entry in enumerate(entries, 1):
         if entry.key in seen:
-            raise ValueError(f"{path}: key {number} (tenant {entry.tenant}) repeats an earlier key")
+            raise KeysFileError(f"keys file {path}: entry {number} (tenant {entry.tenant}) repeats an earlier key")
         seen.add(entry.key)
     return entries
 
 
-def dev_key() -> KeyEntry:
-    return KeyEntry("uhp_dev_" + secrets.token_hex(16), "dev", "user:dev")
+def dev_key(key: str | None = None) -> KeyEntry:
+    """The development key (tenant dev, principal user:dev): this one, or a new one."""
+    return KeyEntry(key or "uhp_dev_" + secrets.token_hex(16), "dev", "user:dev")
 
 
 class _StepsAnsweredBy:
@@ -112,12 +156,47 @@ class _StepsAnsweredBy:
         moto_lambda_steps.uninstall(self._runner)
 
 
+class _ReportingTo:
+    """A journal patch as the runtime installs it: reporting to one data dir's journal."""
+
+    def __init__(self, hook: Any, listener: Any) -> None:
+        self._hook = hook
+        self._listener = listener
+
+    def install(self) -> None:
+        self._hook.install(self._listener)
+
+    def uninstall(self) -> None:
+        self._hook.uninstall(self._listener)
+
+
+class _LocalIndex:
+    """The embedded index of a local server as reindex's target (uhp_memories.admin.reindex)."""
+
+    def __init__(self, engine: RecallEngine) -> None:
+        self._engine = engine
+
+    @property
+    def description(self) -> str:
+        return f"the embedded index ({self._engine.embedder.model_id})"
+
+    def drop(self) -> None:
+        raise NotImplementedError("a local index is caught up, never dropped")
+
+    def engine(self) -> RecallEngine:
+        return self._engine
+
+
 class LocalAws:
     """Starts moto with the local patches installed, creates the tables and the workflows, and
-    installs a container that uses them; `stop` undoes all of it."""
+    installs a container that uses them; `stop` undoes all of it. With a data dir (opened), moto's
+    state is put back from its journal at start and journaled as it changes, and the search index
+    lives in a file there (uhp_memories.local.data_dir); without one, everything lives in memory."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, data_dir: DataDir | None = None) -> None:
         self.settings = settings or Settings()
+        self.data_dir = data_dir
+        self.restored: Restored | None = None
         self._mock: Any = None
         self._server: Any = None
         self._installed: list[PatchModule] = []
@@ -128,11 +207,22 @@ class LocalAws:
     @property
     def patches(self) -> tuple[PatchModule, ...]:
         """The library patches `start` installs, in order (`stop` uninstalls them in reverse)."""
+        journal = self.data_dir.journal if self.data_dir is not None else None
+        journaled: tuple[PatchModule, ...] = (
+            ()
+            if journal is None
+            else (
+                _ReportingTo(moto_dynamodb_journal.HOOK, journal.record_items),
+                _ReportingTo(moto_s3_journal.HOOK, journal.record_object),
+                _ReportingTo(moto_stepfunctions_journal.HOOK, journal),
+            )
+        )
         return (
             *MOTO_DYNAMODB_SPEEDUPS,
             moto_state_machine_copies,
             _StepsAnsweredBy(self._run_step),
             powertools_threads,  # the local gateway resolves requests on a thread each
+            *journaled,
         )
 
     def start(self) -> LocalAws:
@@ -183,16 +273,36 @@ class LocalAws:
                 # commit), and a stream would keep erased content beyond erase's reach.
                 raw.create_table(**spec.create_table_kwargs(name, with_stream=False))
             settings = self.settings = self.settings.model_copy(update=self._create_workflows())
+            index_path = ":memory:"
+            if self.data_dir is not None:
+                self.restored = self.data_dir.restore(settings.region)
+                index_path = str(self.data_dir.search_index_path)
             self.container = bootstrap.build(
                 settings, SerializedClient(raw), SerializedClient(s3), presign,
                 boto3.client("stepfunctions", region_name=settings.region),
-                recall_engine=bootstrap.lazy(lambda: bootstrap.build_recall_engine(settings, local=True)),
+                recall_engine=bootstrap.lazy(
+                    lambda: bootstrap.build_recall_engine(settings, local=True, index_path=index_path)
+                ),
             )
+            if self.restored is not None:
+                self._rearm_schedules(raw)
         except BaseException:
             self.stop()
             raise
         bootstrap.install(self.container)
         return self
+
+    def _rearm_schedules(self, dynamodb: Any) -> None:
+        """Consolidation schedules after a restart: moto's Scheduler is not journaled, the schedule items
+        are, so each memory's timer is set again from its item, as the API set it."""
+        timer = bootstrap.timer_of(self.settings)
+        assert timer is not None
+        pages = dynamodb.get_paginator("scan").paginate(
+            TableName=self.settings.table_name, FilterExpression="entity = :s",
+            ExpressionAttributeValues={":s": {"S": "schedule"}},
+        )
+        for item in (i for page in pages for i in page["Items"]):
+            timer.set(item["tenant"]["S"], item["memory_id"]["S"], int(item["every_minutes"]["N"]))
 
     def _create_workflows(self) -> dict[str, str]:
         """Create the step functions in moto's Lambda and the state machines from the ASL files."""
@@ -258,11 +368,25 @@ class LocalAws:
         with self._step_faults_lock:
             self._step_faults[step] = times
 
-    def add_keys(self, entries: Sequence[KeyEntry]) -> None:
+    def add_keys(self, entries: Sequence[KeyEntry], *, keep_stored: bool = False) -> None:
         """Add API keys as the admin CLI adds them to a stage (the keys adapter, a new key id each);
-        fails with KeyExists for a key added before."""
+        fails with KeyExists for a key added before. With `keep_stored` (a persistent server reads its
+        keys file at every start), a key stored before for the same tenant, principal and groups is
+        kept as it is; one stored for another still fails: a key is never pointed elsewhere."""
         assert self.container is not None
-        for entry in entries:
+        for number, entry in enumerate(entries, 1):
+            if keep_stored:
+                stored = self.container.keys.find(hash_key(entry.key))
+                if stored is not None and (stored.tenant, stored.principal, stored.groups) == (
+                    entry.tenant, entry.principal, entry.groups
+                ):
+                    continue
+                if stored is not None:
+                    raise KeyExists(
+                        f"key {number} is stored already for tenant {stored.tenant}, principal {stored.principal}"
+                        f"{' and groups ' + ', '.join(stored.groups) if stored.groups else ''}; a key is never "
+                        "pointed at another tenant, principal or groups (use a new key, or another data dir)"
+                    )
             self.container.keys.put(hash_key(entry.key), new_key_id(), entry.tenant, entry.principal, entry.groups)
 
     def outputs(self) -> dict[str, str]:
@@ -275,7 +399,58 @@ class LocalAws:
             outputs.FILES_BUCKET_NAME: self.settings.files_bucket,
         }
 
+    def catch_up_index(self, progress: Callable[[ReindexReport], None] | None = None) -> ReindexReport:
+        """Index every record version the tables hold into the embedded index, reusing the vectors it
+        has (only what it misses is embedded): after an unclean stop, the last writes may have
+        reached the tables and not the index."""
+        from uhp_memories.admin.reindex import reindex
+
+        assert self.container is not None
+        engine = self.container.recall_engine()
+        assert engine is not None
+        return reindex(
+            self.container.dynamodb, self.settings.table_name, _LocalIndex(engine), reuse_vectors=True,
+            progress=progress or (lambda report: None),
+        )
+
+    def resume_workflows(self) -> list[str]:
+        """Start again, with the same name and input, every workflow execution of the journal that had
+        not ended when the previous server stopped; answers their names."""
+        if self.data_dir is None or self.data_dir.journal is None:
+            return []
+        import boto3
+
+        sfn = boto3.client("stepfunctions", region_name=self.settings.region)
+        resumed = []
+        for execution in self.data_dir.journal.unfinished_executions():
+            sfn.start_execution(
+                stateMachineArn=execution.state_machine_arn, name=execution.name, input=execution.input
+            )
+            resumed.append(execution.name)
+        return resumed
+
+    def wait_for_workflows(self, seconds: float) -> bool:
+        """Wait until no workflow execution runs (at most `seconds`); answers whether none does."""
+        import boto3
+
+        sfn = boto3.client("stepfunctions", region_name=self.settings.region)
+        deadline = time.monotonic() + seconds
+        while True:
+            running = any(
+                sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")["executions"]
+                for arn in self._state_machine_arns()
+            )
+            if not running or time.monotonic() >= deadline:
+                return not running
+            time.sleep(0.1)
+
+    def _state_machine_arns(self) -> list[str]:
+        return [getattr(self.settings, f"{name}_state_machine_arn") for name in WORKFLOWS]
+
     def stop(self) -> None:
+        if self.data_dir is not None and self.container is not None:
+            # A workflow cut short here would be run again at the next start; let it end first.
+            self.wait_for_workflows(STOP_WAIT_SECONDS)
         bootstrap.install(None)
         self.container = None
         if self._server is not None:

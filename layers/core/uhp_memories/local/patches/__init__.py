@@ -139,3 +139,29 @@ def install_all(patches: Sequence[PatchModule]) -> None:
 def uninstall_all(patches: Iterable[PatchModule]) -> None:
     for patch in reversed(list(patches)):
         patch.uninstall()
+
+
+class Listened[L]:
+    """A patch that tells a listener what it saw (the journal patches: what moto changed). Installed
+    with its listener and uninstalled with it, counted like any patch; the latest listener hears."""
+
+    def __init__(self, patch: Patch) -> None:
+        self.patch = patch
+        self._listeners: list[L] = []
+        self._lock = threading.Lock()
+
+    def install(self, listener: L) -> None:
+        self.patch.install()
+        with self._lock:
+            self._listeners.append(listener)
+
+    def uninstall(self, listener: L) -> None:
+        with self._lock:
+            if listener not in self._listeners:
+                return
+            self._listeners.remove(listener)
+        self.patch.uninstall()
+
+    def listener(self) -> L | None:
+        with self._lock:
+            return self._listeners[-1] if self._listeners else None

@@ -1,0 +1,91 @@
+"""The local gateway's own answers: pages to land on without a key, and every refusal in the API's
+error shape (JSON), never http.server's HTML; one log line per request without content."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+
+import pytest
+import requests
+
+from tests.integration.conftest import Client
+from uhp_memories import __version__
+from uhp_memories.local.gateway import REQUEST_LOG, LocalGateway
+
+
+def _error(answer: requests.Response) -> tuple[int, str]:
+    assert answer.headers["Content-Type"].startswith("application/json"), answer.text
+    return answer.status_code, answer.json()["error"]["code"]
+
+
+def test_the_root_names_the_service_its_version_and_where_to_go(gateway: LocalGateway) -> None:
+    answer = requests.get(gateway.url + "/", timeout=30)
+    assert answer.status_code == 200
+    body = answer.json()
+    assert (body["service"], body["version"]) == ("uhp-memories", __version__)
+    assert "2026-10-04" in body["protocol"]
+    assert body["links"]["openapi"] == gateway.url + "/openapi.json"
+    assert requests.get(gateway.url + "/healthz", timeout=30).json() == {"status": "ok"}
+
+
+def test_the_openapi_document_and_its_docs_page_are_served_offline(gateway: LocalGateway) -> None:
+    document = requests.get(gateway.url + "/openapi.json", timeout=30).json()
+    assert document["openapi"].startswith("3.")
+    assert "/v1/memories" in document["paths"]
+    assert document["servers"] == [{"url": gateway.url, "description": "this local server"}]
+    page = requests.get(gateway.url + "/docs", timeout=30)
+    assert page.headers["Content-Type"].startswith("text/html")
+    assert "/docs/swagger-ui-bundle.js" in page.text
+    assert "http" not in page.text.split("<body>")[1]
+    bundle = requests.get(gateway.url + "/docs/swagger-ui-bundle.js", timeout=30)
+    assert bundle.status_code == 200
+    assert len(bundle.content) > 100_000
+    assert _error(requests.get(gateway.url + "/docs/../../etc/passwd", timeout=30))[0] == 404
+
+
+@pytest.mark.parametrize("method", ["OPTIONS", "TRACE", "PUT"])
+def test_a_method_a_route_lacks_is_405_with_the_methods_it_has(alice: Client, method: str) -> None:
+    answer = requests.request(method, alice.base_url + "/v1/memories", headers={"x-api-key": alice.key}, timeout=30)
+    assert _error(answer) == (405, "method_not_allowed")
+    assert answer.headers["Allow"] == "GET, HEAD, POST"
+    assert _error(requests.delete(alice.base_url + "/healthz", timeout=30)) == (405, "method_not_allowed")
+
+
+def test_head_answers_as_get_without_a_body(alice: Client) -> None:
+    alice.create_memory("Seen")
+    got = requests.get(alice.base_url + "/v1/memories", headers={"x-api-key": alice.key}, timeout=30)
+    head = requests.head(alice.base_url + "/v1/memories", headers={"x-api-key": alice.key}, timeout=30)
+    assert (head.status_code, head.content) == (200, b"")
+    assert head.headers["Content-Length"] == str(len(got.content))
+
+
+def test_an_unknown_method_and_a_long_request_line_are_json(gateway: LocalGateway) -> None:
+    host, port = gateway.server.server_address[:2]
+    for request in (b"BREW /v1/memories HTTP/1.1\r\nHost: x\r\n\r\n",
+                    b"GET /v1/memories?q=" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n"):
+        with socket.create_connection((str(host), port), timeout=30) as raw:
+            raw.sendall(request)
+            answer = b""
+            while chunk := raw.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert b"Content-Type: application/json" in head
+        status = int(head.split()[1])
+        assert (status, json.loads(body)["error"]["code"]) in ((501, "not_implemented"), (414, "uri_too_long"))
+
+
+def test_one_log_line_per_request_with_no_content(alice: Client, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger=REQUEST_LOG.name):
+        memory = alice.create_memory("Logged")
+        alice.remember(memory["id"], "a secret nobody may log", attributes={"account": "hidden-account"})
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == REQUEST_LOG.name)
+    lines = [json.loads(line) for line in logged.splitlines()]
+    posts = [line for line in lines if line["route"] == "/v1/memories/{memory_id}/records"]
+    assert posts
+    assert set(posts[-1]) == {"time", "method", "route", "status", "ms"}
+    assert (posts[-1]["method"], posts[-1]["status"]) == ("POST", 201)
+    assert "secret" not in logged
+    assert "hidden-account" not in logged
+    assert memory["id"] not in logged
