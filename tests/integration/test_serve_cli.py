@@ -322,3 +322,42 @@ def test_a_workflow_cut_short_by_kill_9_is_run_again_and_its_job_ends(tmp_path: 
     server = ServeProcess("--keys-file", str(EXAMPLE_KEYS), "--data-dir", str(tmp_path)).wait_listening()
     server.stop()
     assert not any(line.startswith("resumed") for line in server.lines)
+
+
+# -- derivation --------------------------------------------------------------------------------
+
+
+def test_serve_derives_with_an_openai_compatible_endpoint_named_on_the_command_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.loopback_chat import LoopbackChat
+
+    with LoopbackChat() as chat:
+        monkeypatch.setenv("UHP_DERIVATION_API_KEY", "sk-from-the-environment")
+        server = ServeProcess("--keys-file", str(EXAMPLE_KEYS), "--derive-url", chat.url,
+                              "--derive-model", "qwen2.5-7b-instruct")
+        try:
+            server.wait_listening()
+            assert f"observe derives with qwen2.5-7b-instruct at {chat.url}" in server.lines
+            assert not any("sk-from-the-environment" in line for line in server.lines)
+            providers = requests.get(server.url + "/v1/memories/providers", headers=ALICE, timeout=30).json()
+            assert providers["data"][0]["derivation"] == "background"
+            memory = _post(server.url + "/v1/memories", {"name": "Derived"}).json()["id"]
+            observed = _post(server.url + f"/v1/memories/{memory}/observe", {"episodes": [{"content": "I like tea"}]})
+            assert observed.status_code == 202, observed.text
+            job_path = server.url + f"/v1/memories/{memory}/jobs/{observed.json()['job']['id']}"
+            deadline = time.monotonic() + 60
+            while (job := requests.get(job_path, headers=ALICE, timeout=30).json())["status"] == "pending":
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            assert job["status"] == "completed", job
+            assert "Noted: I like tea" in [r["content"] for r in job["records"]]
+            assert chat.requests[0][1]["authorization"] == "Bearer sk-from-the-environment"
+        finally:
+            server.stop()
+
+
+def test_a_derive_url_without_a_model_is_refused() -> None:
+    answer = run_cli("serve", "--derive-url", "http://127.0.0.1:9")
+    assert answer.returncode == 2
+    assert "--derive-url and --derive-model go together" in answer.stderr

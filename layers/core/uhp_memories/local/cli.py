@@ -22,6 +22,7 @@ from uhp_memories.admin import cli as admin
 from uhp_memories.admin import reindex
 from uhp_memories.local.data_dir import DataDir, DataDirError
 from uhp_memories.local.moto_env import KeyEntry, KeysFileError, LocalAws, dev_key, load_keys_file
+from uhp_memories.settings import Settings
 
 if TYPE_CHECKING:
     from uhp_memories.local.gateway import LocalGateway
@@ -70,8 +71,9 @@ def serve(args: argparse.Namespace) -> int:
     stopping = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopping.set())
-    local = LocalAws(data_dir=data_dir)
+    local = LocalAws(_settings(args), data_dir=data_dir)
     clean = False
+    ticker = None
     try:
         started = time.monotonic()
         if data_dir is not None:
@@ -93,7 +95,10 @@ def serve(args: argparse.Namespace) -> int:
         except KeyExists as error:  # the data dir holds this key for someone else
             print(f"uhp-memories: keys file {args.keys_file}: {error}", file=sys.stderr, flush=True)
             return EXIT_OPERATOR_ERROR
+        if local.settings.derivation != "none":
+            say(f"observe derives with {local.settings.derivation_model} at {local.settings.derivation_base_url}")
         gateway.start_background()
+        ticker = local.ticker().start(args.schedule_tick_seconds)  # consolidation schedules, as Scheduler fires them
         say(f"listening on {gateway.url}")
         say(f"ready in {time.monotonic() - started:.1f} s; " + (
             f"state is kept in {data_dir.path} (Ctrl-C stops)" if data_dir is not None
@@ -103,11 +108,25 @@ def serve(args: argparse.Namespace) -> int:
         say("stopping")
         clean = True
     finally:
+        if ticker is not None:
+            ticker.stop()
         gateway.stop()
         local.stop()
         if data_dir is not None:
             data_dir.close(clean=clean)
     return 0
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """The local stage's settings: the defaults, with a derivation model when one is named. Its key comes
+    from the environment (UHP_DERIVATION_API_KEY), never from the command line, where any process sees it."""
+    if not args.derive_url:
+        return Settings()
+    env = Settings.from_env()
+    return Settings(
+        derivation="openai", derivation_base_url=args.derive_url, derivation_model=args.derive_model,
+        derivation_api_key=env.derivation_api_key,
+    )
 
 
 def _log_requests_to_stderr() -> None:
@@ -171,10 +190,21 @@ def main(argv: list[str] | None = None) -> int:
         default=300,
         help="reuse the authorizer's answer per API key this long, as the deployed stage does (0: ask every time)",
     )
+    serve_cmd.add_argument(
+        "--derive-url",
+        help="an OpenAI-compatible chat endpoint (llama.cpp, vLLM, Ollama: http://127.0.0.1:11434) that "
+        "derives facts from observed episodes and helps consolidation; its key, if any, in UHP_DERIVATION_API_KEY",
+    )
+    serve_cmd.add_argument("--derive-model", default="", help="the model the --derive-url endpoint serves")
+    serve_cmd.add_argument(
+        "--schedule-tick-seconds", type=float, default=30, help="how often consolidation schedules are checked"
+    )
     serve_cmd.set_defaults(run=serve)
     admin.add_commands(commands)  # tenants, keys: administration of a deployed stage
     reindex.add_command(commands)  # reindex: rebuild a deployed stage's recall index from DynamoDB
     args = parser.parse_args(argv)
+    if args.command == "serve" and bool(args.derive_url) != bool(args.derive_model):
+        parser.error("--derive-url and --derive-model go together")
     if args.command in ("tenants", "keys"):
         return admin.run(args)
     return int(args.run(args))
