@@ -33,7 +33,7 @@ from uhp_memories.api.errors import (
     error_dict,
     status_of,
 )
-from uhp_memories.domain.errors import DomainError, Unauthenticated
+from uhp_memories.domain.errors import DomainError, MemoryInvalid, Unauthenticated
 from uhp_memories.domain.models import Caller
 from uhp_memories.search.errors import SearchUnavailable
 
@@ -56,6 +56,7 @@ def make_resolver() -> APIGatewayRestResolver:
     # Every JSON body a handler or Powertools' validation reads is parsed under the one JSON rule
     # (api/json_limits.py): malformed JSON is 400 wherever it is read, never a 500.
     app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=json_limits.loads)
+    app.use(middlewares=[_refuse_unknown_query_parameters])
 
     # Each answer's status comes from its code (api/errors.HTTP_STATUS), never from the error.
     @app.exception_handler(DomainError)
@@ -89,6 +90,18 @@ def make_resolver() -> APIGatewayRestResolver:
         return code_response("internal_error", "the server failed; the request may be retried")
 
     return app
+
+
+def _refuse_unknown_query_parameters(app: APIGatewayRestResolver, next_middleware: Callable[..., Any]) -> Any:
+    """A query parameter the route does not define is refused (422 memory_invalid), as an unknown body
+    field is: `?limit=abc` on a route that does not page would otherwise answer 200, and the caller
+    would believe it had been applied (docs/decisions.md, "Hostile input")."""
+    defined = {param.alias for param in app.context["_route"].dependant.query_params}
+    unknown = sorted(set(app.current_event.query_string_parameters or {}) - defined)
+    if unknown:
+        allowed = f"; it takes {', '.join(sorted(defined))}" if defined else "; it takes none"
+        raise MemoryInvalid(f"unknown query parameter {', '.join(unknown)}{allowed}")
+    return next_middleware(app)
 
 
 def caller_of(app: APIGatewayRestResolver) -> Caller:
