@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -56,7 +57,7 @@ def make_resolver() -> APIGatewayRestResolver:
     # Every JSON body a handler or Powertools' validation reads is parsed under the one JSON rule
     # (api/json_limits.py): malformed JSON is 400 wherever it is read, never a 500.
     app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=json_limits.loads)
-    app.use(middlewares=[_refuse_unknown_query_parameters])
+    app.use(middlewares=[_check_query_parameters])
 
     # Each answer's status comes from its code (api/errors.HTTP_STATUS), never from the error.
     @app.exception_handler(DomainError)
@@ -92,15 +93,23 @@ def make_resolver() -> APIGatewayRestResolver:
     return app
 
 
-def _refuse_unknown_query_parameters(app: APIGatewayRestResolver, next_middleware: Callable[..., Any]) -> Any:
+_INTEGER = re.compile(r"^[+-]?[0-9]{1,18}$")
+
+
+def _check_query_parameters(app: APIGatewayRestResolver, next_middleware: Callable[..., Any]) -> Any:
     """A query parameter the route does not define is refused (422 memory_invalid), as an unknown body
     field is: `?limit=abc` on a route that does not page would otherwise answer 200, and the caller
-    would believe it had been applied (docs/decisions.md, "Hostile input")."""
-    defined = {param.alias for param in app.context["_route"].dependant.query_params}
-    unknown = sorted(set(app.current_event.query_string_parameters or {}) - defined)
+    would believe it had been applied. An integer parameter is digits: "5.0" and "5e0" are not 5, as
+    they are not in a body (docs/decisions.md, "Hostile input")."""
+    params = {p.alias: p for p in app.context["_route"].dependant.query_params}
+    given = app.current_event.query_string_parameters or {}
+    unknown = sorted(set(given) - set(params))
     if unknown:
-        allowed = f"; it takes {', '.join(sorted(defined))}" if defined else "; it takes none"
+        allowed = f"; it takes {', '.join(sorted(params))}" if params else "; it takes none"
         raise MemoryInvalid(f"unknown query parameter {', '.join(unknown)}{allowed}")
+    for name, value in given.items():
+        if int in getattr(params[name].type_, "__args__", (params[name].type_,)) and not _INTEGER.match(value):
+            raise MemoryInvalid(f"{name} must be an integer")
     return next_middleware(app)
 
 
