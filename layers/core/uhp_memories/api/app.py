@@ -21,10 +21,12 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyPersistenceLayerError,
     IdempotencyValidationError,
 )
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
 from uhp_memories import bootstrap
 from uhp_memories.adapters.dynamodb.idempotency import PackedDynamoDBPersistenceLayer
+from uhp_memories.adapters.dynamodb.table import Contended
 from uhp_memories.api import json_limits
 from uhp_memories.api.errors import (
     JSON,
@@ -40,6 +42,13 @@ from uhp_memories.search.errors import SearchUnavailable
 
 logger = Logger(service="uhp-memories")
 
+# AWS answers that mean "not now" (throttled, busy, a transaction that lost its race), after the SDK's
+# own retries: the request wrote nothing, and 503 memory_unavailable tells the caller to retry (§12).
+AWS_NOT_ANSWERING = frozenset({
+    "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
+    "TransactionConflictException", "TransactionInProgressException", "InternalServerError",
+    "ServiceUnavailable", "SlowDown", "RequestTimeout", "RequestTimeoutException",
+})
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 IDEMPOTENCY_HEADER = "idempotency-key"
 # The key is scoped to the tenant, the principal and the route, so one client's key never meets
@@ -67,6 +76,19 @@ def make_resolver() -> APIGatewayRestResolver:
     @app.exception_handler(SearchUnavailable)
     def handle_search_unavailable(error: SearchUnavailable) -> Response:
         return code_response("memory_unavailable", "the provider's search did not answer; retry later")
+
+    @app.exception_handler(ClientError)
+    def handle_aws_error(error: ClientError) -> Response:
+        code = error.response.get("Error", {}).get("Code", "")
+        if code in AWS_NOT_ANSWERING or error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500:
+            logger.warning("an AWS service did not answer", extra={"error_code": code})
+            return code_response("memory_unavailable", "the provider's storage did not answer in time; retry later")
+        return handle_unexpected(error)
+
+    @app.exception_handler([BotoCoreError, Contended])
+    def handle_no_answer(error: Exception) -> Response:
+        logger.warning("an AWS service did not answer", extra={"error_type": type(error).__name__})
+        return code_response("memory_unavailable", "the provider's storage did not answer in time; retry later")
 
     @app.exception_handler(RequestValidationError)
     def handle_validation_error(error: RequestValidationError) -> Response:
