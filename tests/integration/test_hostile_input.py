@@ -13,7 +13,6 @@ import pytest
 import requests
 
 from tests.integration.conftest import Client, ClientFactory, error_code
-from uhp_memories.local.moto_env import LocalAws
 
 JSON_ROUTES = [  # every operation that reads a JSON body; {m} a memory, {r} one of its records
     ("POST", "/v1/memories"),
@@ -373,29 +372,16 @@ def test_revert_needs_write_not_read(alice: Client, bob: Client, make_client: Cl
 # -- another memory's parts through this one ------------------------------------------------------
 
 
-def test_another_memorys_content_job_run_and_revert_are_not_found_through_this_one(
-    alice: Client, local_aws: LocalAws
-) -> None:
+def test_another_memorys_content_run_and_revert_are_not_found_through_this_one(alice: Client) -> None:
+    """(A job through another memory: test_erase.py, test_a_job_is_read_only_through_the_memory_it_belongs_to.)"""
     mine, other = alice.create_memory("mine"), alice.create_memory("other")
     uploaded = _upload(alice, "x.txt", b"bytes")
     file_record = alice.remember(other["id"], type="note", content={"file": {"id": uploaded["id"]}})  # type: ignore[arg-type]
     alice.remember(other["id"], "repeat")
     alice.remember(other["id"], "repeat")
     run = alice.post(f"/v1/memories/{other['id']}/consolidations", {}).json()
-    # A job of the other memory: an erase that outlasts the request (no wait) answers 202 with its job.
-    container = local_aws.container
-    assert container is not None
-    waited, container.removal.wait_seconds = container.removal.wait_seconds, 0
-    try:
-        accepted = alice.post(f"/v1/memories/{other['id']}/erase", {"record_ids": [file_record["id"]]})
-    finally:
-        container.removal.wait_seconds = waited
-    assert accepted.status_code == 202, accepted.text
-    job = accepted.json()["job"]["id"]
-    assert alice.get(f"/v1/memories/{other['id']}/jobs/{job}").status_code == 200
     probes = [
         ("GET", f"/v1/memories/{mine['id']}/records/{file_record['id']}/content", "memory_record_not_found"),
-        ("GET", f"/v1/memories/{mine['id']}/jobs/{job}", "memory_job_not_found"),
         ("GET", f"/v1/memories/{mine['id']}/consolidations/{run['id']}", "memory_consolidation_not_found"),
         ("GET", f"/v1/memories/{mine['id']}/consolidations/{run['id']}/changes", "memory_consolidation_not_found"),
         ("POST", f"/v1/memories/{mine['id']}/consolidations/{run['id']}/revert", "memory_consolidation_not_found"),
@@ -404,4 +390,6 @@ def test_another_memorys_content_job_run_and_revert_are_not_found_through_this_o
         answer = alice.request(method, path)
         assert answer.status_code == 404, (path, answer.text)
         assert error_code(answer) == code, path
+    # Through its own memory each answers, and the refused revert changed nothing.
+    assert alice.get(f"/v1/memories/{other['id']}/records/{file_record['id']}/content").content == b"bytes"
     assert alice.get(f"/v1/memories/{other['id']}/consolidations/{run['id']}").json()["status"] == "completed"
