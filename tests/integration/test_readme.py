@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -42,14 +43,36 @@ def test_readme_walkthrough_runs_as_written() -> None:
         answer = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True,
                                 timeout=120)
         assert answer.returncode == 0, answer.stderr
-        out = answer.stdout
-        assert '"principal":"user:bob"' in out
-        assert '"code": "memory_conflict"' in out
-        assert "current_record_id" in out
-        assert out.count('"object":"memory.record"') >= 3  # history (2 versions) + as_of (1)
-        assert "Acme renews in March." in out.split('"code": "memory_conflict"')[1]  # history and as_of
-        assert '"code": "memory_forbidden"' in out
-        assert '"code": "memory_not_found"' in out
+        grant, snapshot, conflict, history, as_of, forbidden, hidden = _answers(answer.stdout)
+        assert grant["principal"] == "user:bob"
+        assert snapshot["name"] == "before-call"
+        assert conflict["error"]["code"] == "memory_conflict"
+        current = history["data"][1]["id"]
+        assert conflict["error"]["current_record_id"] == current
+        assert [(v["content"], v["status"], v["version"]) for v in history["data"]] == [
+            ("Acme renews in March.", "superseded", 1),
+            ("Acme renews in April and wants the annual discount kept.", "active", 2),
+        ]
+        # As the memory stood at the snapshot: the first version alone, still active then.
+        assert [(r["id"], r["content"], r["status"]) for r in as_of["data"]] == [
+            (history["data"][0]["id"], "Acme renews in March.", "active")
+        ]
+        assert forbidden["error"]["code"] == "memory_forbidden"
+        assert hidden["error"]["code"] == "memory_not_found"
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def _answers(out: str) -> list[dict]:
+    """The JSON answers the walkthrough's curl commands print one after another, in order (the
+    answers captured into variables are not printed)."""
+    decoder, answers, at = json.JSONDecoder(), [], 0
+    while at < len(out):
+        if out[at].isspace():
+            at += 1
+            continue
+        value, at = decoder.raw_decode(out, at)
+        answers.append(value)
+    return answers
+
