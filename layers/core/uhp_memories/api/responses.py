@@ -13,7 +13,7 @@ from uhp_memories.api import schemas
 JSON = "application/json"
 
 
-def model(description: str, shape: Any) -> dict[str, Any]:
+def model(description: str, shape: Any) -> Any:  # an OpenAPIResponse of Powertools
     return {"description": description, "content": {JSON: {"model": shape}}}
 
 
