@@ -6,17 +6,21 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from uhp_memories import bootstrap
-from uhp_memories.api import presenters, schemas
+from uhp_memories.api import presenters, responses, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
 
 app = make_resolver()
 RUNS = "/v1/memories/<memory_id>/consolidations"
 
 
-@app.post(RUNS, summary="Start a consolidation pass now (budget optional)", tags=["consolidations"])
-def handle_start_consolidation(
-    memory_id: str, body: schemas.ConsolidationStart
-) -> Response[schemas.ConsolidationOut]:
+@app.post(
+    RUNS, summary="Start a consolidation pass now (budget optional)", tags=["consolidations"],
+    responses={
+        201: responses.model("the run, finished within the request", schemas.ConsolidationOut),
+        202: responses.model("the run, still running: read it at its own route", schemas.ConsolidationOut),
+    },
+)
+def handle_start_consolidation(memory_id: str, body: schemas.ConsolidationStart):
     budget = body.budget.limit if body.budget else None
     run = bootstrap.container().consolidation.start(caller_of(app), memory_id, budget)
     return respond(presenters.consolidation(run), 202 if run.status in ("queued", "running") else 201)

@@ -2,18 +2,20 @@
 a person's act and never an agent's tool. Runs the erase state machine; answers with the report when
 it finishes within the request, with 202 and a job otherwise."""
 
-from aws_lambda_powertools.event_handler import Response
 
 from uhp_memories import bootstrap
-from uhp_memories.api import presenters, schemas
+from uhp_memories.api import presenters, responses, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
 from uhp_memories.api.errors import error_response
 
 app = make_resolver()
 
 
-@app.post("/v1/memories/<memory_id>/erase", summary="Erase records for good", tags=["erase"])
-def handle_erase(memory_id: str, body: schemas.EraseIn) -> Response[schemas.EraseOut | schemas.JobAccepted]:
+@app.post(
+    "/v1/memories/<memory_id>/erase", summary="Erase records for good", tags=["erase"],
+    responses=responses.workflow(schemas.EraseOut, 200, "the erase"),
+)
+def handle_erase(memory_id: str, body: schemas.EraseIn):
     job = bootstrap.container().removal.erase(caller_of(app), memory_id, body.record_ids, body.filters, body.under)
     if job.status == "running":
         return respond(presenters.accepted(job), 202)

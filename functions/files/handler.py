@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from uhp_memories import bootstrap
-from uhp_memories.api import multipart, schemas
+from uhp_memories.api import multipart, responses, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
 from uhp_memories.domain.errors import MemoryInvalid
 from uhp_memories.domain.files import StoredFile, Upload
@@ -33,6 +33,7 @@ def _out(stored: StoredFile, upload: Upload | None = None) -> schemas.FileOut:
     summary="Upload a file: multipart/form-data with a part named file (up to 4 MiB), or JSON "
     "{name, media_type, bytes} for a presigned S3 PUT",
     tags=["files"],
+    status_code=201,
 )
 def handle_upload_file() -> Response[schemas.FileOut]:
     event = app.current_event
@@ -61,6 +62,7 @@ def handle_get_file(file_id: str) -> Response[schemas.FileOut]:
     "/v1/memories/<memory_id>/records/<record_id>/content",
     summary="A file record's bytes (a redirect to a presigned address when large)",
     tags=["files"],
+    responses=responses.file_content(),
 )
 def handle_record_content(
     memory_id: str,

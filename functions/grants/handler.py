@@ -22,7 +22,9 @@ def handle_list_grants(
     return respond(schemas.GrantList(data=[presenters.grant(g) for g in page.items], next_cursor=page.next_cursor))
 
 
-@app.post("/v1/memories/<memory_id>/grants", summary="Grant privileges on a memory", tags=["grants"])
+@app.post(
+    "/v1/memories/<memory_id>/grants", summary="Grant privileges on a memory", tags=["grants"], status_code=201
+)
 def handle_create_grant(memory_id: str, body: schemas.GrantCreate) -> Response[schemas.GrantOut]:
     grant = bootstrap.container().grants.create(caller_of(app), memory_id, body.principal, body.privileges)
     return respond(presenters.grant(grant), 201)

@@ -64,6 +64,7 @@ def handle_prime(
     "/v1/harnesses/<harness_id>/turns",
     summary="Send a turn to the harness's default memory as episodes",
     tags=["harnesses"],
+    status_code=201,
 )
 def handle_turn(harness_id: str, body: schemas.TurnIn) -> Response[schemas.TurnOut]:
     turn = Turn(

@@ -12,6 +12,18 @@ from uhp_memories.mcp import server
 
 app = make_resolver()
 
+ERROR_REF = {"$ref": "#/components/schemas/ErrorOut"}
+JSON_RPC_ERROR = {
+    "type": "object",
+    "required": ["jsonrpc", "error"],
+    "properties": {
+        "jsonrpc": {"const": "2.0"},
+        "id": {},
+        "error": {"type": "object", "required": ["code", "message"],
+                  "properties": {"code": {"type": "integer"}, "message": {"type": "string"}}},
+    },
+}
+
 
 @app.post(
     "/mcp",
@@ -22,6 +34,11 @@ app = make_resolver()
     responses={
         200: {"description": "a JSON-RPC response", "content": {"application/json": {}}},
         202: {"description": "a notification, accepted"},
+        # The MCP transport refuses in JSON-RPC; the API's own refusals (a body that is not UTF-8) in ErrorOut.
+        400: {"description": "a JSON-RPC error (parse error, invalid request), or the API's error body",
+              "content": {"application/json": {"schema": {"anyOf": [ERROR_REF, JSON_RPC_ERROR]}}}},
+        406: {"description": "a JSON-RPC error: send Accept: application/json, text/event-stream",
+              "content": {"application/json": {"schema": JSON_RPC_ERROR}}},
     },
 )
 def handle_mcp():  # the body is JSON-RPC, read and answered by the MCP SDK

@@ -6,14 +6,14 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from uhp_memories import bootstrap
-from uhp_memories.api import presenters, schemas
+from uhp_memories.api import presenters, responses, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
 from uhp_memories.api.errors import error_response
 
 app = make_resolver()
 
 
-@app.post("/v1/memories", summary="Create a memory", tags=["memories"])
+@app.post("/v1/memories", summary="Create a memory", tags=["memories"], status_code=201)
 def handle_create_memory(body: schemas.MemoryCreate) -> Response[schemas.MemoryOut]:
     view = bootstrap.container().memories.create(caller_of(app), **body.model_dump())
     return respond(presenters.memory(view), 201)
@@ -44,8 +44,11 @@ def handle_update_memory(memory_id: str, body: schemas.MemoryUpdate) -> Response
     return respond(presenters.memory(view))
 
 
-@app.delete("/v1/memories/<memory_id>", summary="Delete a memory, its records and its descendants", tags=["memories"])
-def handle_delete_memory(memory_id: str) -> Response[schemas.Deleted | schemas.JobAccepted]:
+@app.delete(
+    "/v1/memories/<memory_id>", summary="Delete a memory, its records and its descendants", tags=["memories"],
+    responses=responses.workflow(schemas.Deleted, 200, "the delete"),
+)
+def handle_delete_memory(memory_id: str):
     """Hidden at once; removed by the delete workflow (202 with a job when it outlasts the request)."""
     job = bootstrap.container().removal.delete_memory(caller_of(app), memory_id)
     if job.status == "running":

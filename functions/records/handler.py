@@ -14,7 +14,10 @@ from uhp_memories.api.errors import JSON
 app = make_resolver()
 
 
-@app.post("/v1/memories/<memory_id>/records", summary="Remember: write one record as stated", tags=["records"])
+@app.post(
+    "/v1/memories/<memory_id>/records", summary="Remember: write one record as stated", tags=["records"],
+    status_code=201,
+)
 def handle_remember(memory_id: str, body: schemas.RecordCreate) -> Response[schemas.RecordOut]:
     given = inputs.record_input(body.type, body.content, body.attributes, body.time, body.references, body.path)
     view = bootstrap.container().records.remember(caller_of(app), memory_id, given, inputs.write_terms(body))

@@ -12,7 +12,7 @@ from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
 app = make_resolver()
 
 
-@app.post("/v1/memories/<memory_id>/snapshots", summary="Name this instant", tags=["snapshots"])
+@app.post("/v1/memories/<memory_id>/snapshots", summary="Name this instant", tags=["snapshots"], status_code=201)
 def handle_create_snapshot(memory_id: str, body: schemas.SnapshotCreate) -> Response[schemas.SnapshotOut]:
     snapshot = bootstrap.container().records.create_snapshot(caller_of(app), memory_id, body.name, body.message)
     return respond(presenters.snapshot(snapshot), 201)

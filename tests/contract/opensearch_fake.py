@@ -73,6 +73,12 @@ class FakeOpenSearch:
             responses.append(self._index(header["index"]).search(query))
         return {"responses": responses}
 
+    def search(self, index: str, body: dict[str, Any], **params: Any) -> dict[str, Any]:
+        """One search (free queries): every shard answered, nothing timed out or stopped early."""
+        self.calls.append(("search", body))
+        answer = self._index(index).search(body)
+        return {**answer, "timed_out": False, "_shards": {"total": 1, "successful": 1, "failed": 0}}
+
     def delete_by_query(self, index: str, body: dict[str, Any], **params: Any) -> dict[str, Any]:
         target = self._index(index)
         doomed = [i for i, (_, src) in target.docs.items() if target.score(body["query"], src, {}) is not None]
@@ -220,6 +226,11 @@ class _Index:
             value = src.get(spec["field"])
             return value is not None and value != []
         ((field, wanted),) = spec.items()
+        if kind == "prefix":  # a text field matches by its words, a keyword by its whole value
+            start = (wanted["value"] if isinstance(wanted, dict) else wanted).lower()
+            value = src.get(field) or ""
+            words = _WORD.findall(value.lower()) if self.fields[field]["type"] == "text" else [value]
+            return any(w.startswith(start) for w in words)
         values = [self._value(field, v) for v in _as_list(src.get(field))]
         if kind == "term":
             return self._value(field, wanted) in values
@@ -259,6 +270,8 @@ class _Index:
 
     def _match(self, spec: dict[str, Any], src: dict[str, Any], cache: dict[int, Any]) -> float | None:
         ((field, params),) = spec.items()
+        if isinstance(params, str):  # {"match": {"text": "words"}}, as a free query may write it
+            params = {"query": params}
         terms = set(_WORD.findall(params["query"].lower()))
         key = id(params)
         if key not in cache:

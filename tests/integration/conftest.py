@@ -14,13 +14,31 @@ import requests
 
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
+from uhp_memories.settings import Settings
+
+# How long a request waits for its workflow (erase, memory delete, consolidation) before answering 202
+# with a job. Deployed, 20 s; here long enough that "finished within the request" never depends on how
+# fast the machine is: a test that wants the 202 path asks for it (`workflows_answer_at_once`).
+WORKFLOW_WAIT_SECONDS = 600.0
 
 
 @pytest.fixture(scope="session")
 def local_aws() -> Iterator[LocalAws]:
-    local = LocalAws().start()
+    local = LocalAws(Settings(workflow_wait_seconds=WORKFLOW_WAIT_SECONDS)).start()
     yield local
     local.stop()
+
+
+@pytest.fixture
+def workflows_answer_at_once(local_aws: LocalAws) -> Iterator[None]:
+    """Erase, delete and consolidation answer 202 at once instead of waiting for their workflow (the
+    path a long one takes); the workflow still runs to its end."""
+    container = local_aws.container
+    assert container is not None
+    saved = container.removal.wait_seconds, container.consolidation.wait_seconds
+    container.removal.wait_seconds = container.consolidation.wait_seconds = 0.0
+    yield
+    container.removal.wait_seconds, container.consolidation.wait_seconds = saved
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ resumed by the next), reversible (revert appends), and holding the memory while 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from tests.integration.conftest import Client, ClientFactory, error_code
@@ -227,3 +228,24 @@ def test_a_run_is_many_bounded_steps_of_the_state_machine(alice: Client, monkeyp
     assert run["read"]["records"] == 8
     assert run["changes"]["forgotten"] == 1  # the repeat, found in the third step against the first's record
     assert steps == [3, 6, 8]
+
+
+def test_a_run_that_outlasts_the_request_answers_202_and_finishes(
+    alice: Client, workflows_answer_at_once: None
+) -> None:
+    """Both answers of a start, each asked for (never left to how fast the machine is): 201 with the
+    finished run when it ends within the request (every other test here), 202 with the running run."""
+    memory = alice.create_memory("Facts")
+    alice.remember(memory["id"], "Acme renews in March.")
+    alice.remember(memory["id"], "acme renews in march.")
+    answer = alice.post(RUNS.format(memory["id"]), {})
+    assert answer.status_code == 202, answer.text
+    assert answer.json()["status"] == "running"
+    run = answer.json()
+    for _ in range(300):
+        run = alice.get(RUNS.format(memory["id"]) + f"/{run['id']}").json()
+        if run["status"] != "running":
+            break
+        time.sleep(0.1)
+    assert run["status"] == "completed"
+    assert run["changes"]["forgotten"] == 1

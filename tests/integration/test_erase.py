@@ -7,11 +7,8 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Iterator
 
 import boto3
-import pytest
-import requests
 
 from tests.integration.conftest import Client, ClientFactory, error_code
 from uhp_memories.local.moto_env import LocalAws
@@ -43,16 +40,6 @@ def _upload(client: Client, data: bytes) -> str:
                                  headers={"x-api-key": client.key}, timeout=30)
     assert answer.status_code == 201, answer.text
     return str(answer.json()["id"])
-
-
-@pytest.fixture
-def quick_workflows(local_aws: LocalAws) -> Iterator[None]:
-    """Answer 202 at once instead of waiting for the workflow (the path a long erase takes)."""
-    removal = local_aws.container.removal  # type: ignore[union-attr]
-    saved = removal.wait_seconds
-    removal.wait_seconds = 0.0
-    yield
-    removal.wait_seconds = saved
 
 
 def _poll(client: Client, memory_id: str, job_id: str) -> dict:
@@ -164,7 +151,7 @@ def test_a_step_that_fails_once_is_retried(alice: Client, local_aws: LocalAws) -
 
 
 def test_a_step_that_keeps_failing_ends_in_a_failed_job_with_an_honest_report(
-    alice: Client, local_aws: LocalAws, quick_workflows: None
+    alice: Client, local_aws: LocalAws, workflows_answer_at_once: None
 ) -> None:
     memory = alice.create_memory("M")
     record = alice.remember(memory["id"], "stays until a later erase succeeds")
@@ -187,7 +174,7 @@ def test_a_step_that_keeps_failing_ends_in_a_failed_job_with_an_honest_report(
     assert finished["erased"] == [record["id"]]
 
 
-def test_a_long_erase_answers_202_with_a_job(alice: Client, quick_workflows: None) -> None:
+def test_a_long_erase_answers_202_with_a_job(alice: Client, workflows_answer_at_once: None) -> None:
     memory = alice.create_memory("M")
     record = alice.remember(memory["id"], "x")
     answer = alice.post(f"/v1/memories/{memory['id']}/erase", {"record_ids": [record["id"]]})
@@ -215,7 +202,7 @@ def test_delete_removes_the_subtree_its_records_and_files(alice: Client, local_a
     assert child["id"] not in after
 
 
-def test_delete_is_hidden_at_once_and_finishes_in_the_workflow(alice: Client, quick_workflows: None) -> None:
+def test_delete_is_hidden_at_once_and_finishes_in_the_workflow(alice: Client, workflows_answer_at_once: None) -> None:
     memory = alice.create_memory("M")
     alice.remember(memory["id"], "x")
     answer = alice.delete(f"/v1/memories/{memory['id']}")
@@ -225,7 +212,9 @@ def test_delete_is_hidden_at_once_and_finishes_in_the_workflow(alice: Client, qu
     assert job["status"] == "completed"
 
 
-def test_a_running_erase_makes_delete_and_move_busy(alice: Client, local_aws: LocalAws, quick_workflows: None) -> None:
+def test_a_running_erase_makes_delete_and_move_busy(
+    alice: Client, local_aws: LocalAws, workflows_answer_at_once: None
+) -> None:
     memory = alice.create_memory("M")
     target = alice.create_memory("Target")
     record = alice.remember(memory["id"], "x")
@@ -238,9 +227,19 @@ def test_a_running_erase_makes_delete_and_move_busy(alice: Client, local_aws: Lo
     assert alice.delete(f"/v1/memories/{memory['id']}").status_code in (200, 202)
 
 
-def test_jobs_of_other_memories_are_not_found(alice: Client) -> None:
-    memory = alice.create_memory("M")
-    answer = alice.get(f"/v1/memories/{memory['id']}/jobs/hjob_{'0' * 32}")
-    assert answer.status_code == 404
-    assert error_code(answer) == "memory_job_not_found"
-    assert requests is not None
+def test_a_job_is_read_only_through_the_memory_it_belongs_to(
+    alice: Client, make_client: ClientFactory, workflows_answer_at_once: None
+) -> None:
+    memory, other = alice.create_memory("M"), alice.create_memory("Other")
+    record = alice.remember(memory["id"], "x")
+    answer = alice.post(f"/v1/memories/{memory['id']}/erase", {"record_ids": [record["id"]]})
+    assert answer.status_code == 202, answer.text
+    job_id = answer.json()["job"]["id"]
+    assert _poll(alice, memory["id"], job_id)["status"] == "completed"
+    # The same job through another memory of the same caller, an unknown job, another caller: not found.
+    for client, memory_id, job in ((alice, other["id"], job_id), (alice, memory["id"], "hjob_" + "0" * 32),
+                                   (make_client("user:bob"), memory["id"], job_id)):
+        refused = client.get(f"/v1/memories/{memory_id}/jobs/{job}")
+        assert refused.status_code == 404, refused.text
+        assert error_code(refused) in ("memory_job_not_found", "memory_not_found")
+    assert error_code(alice.get(f"/v1/memories/{other['id']}/jobs/{job_id}")) == "memory_job_not_found"

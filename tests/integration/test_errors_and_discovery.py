@@ -419,33 +419,87 @@ def test_capabilities(alice: Client) -> None:
     assert answer.json() == {"capabilities": {"memories": True}}
 
 
+# The capability document this deployment (local mode: the native provider, the embedded index) must
+# publish, written out here rather than read from the code that builds it: each value is then shown to be
+# true of the deployment by what its routes do (test_every_capability_stated_is_true_of_the_deployment).
+LOCAL_CAPABILITIES = {
+    "id": "native",
+    "object": "memory.provider",
+    "isolation": "enforced_filter",
+    "derivation": "none",
+    "observe": {"keeps_episodes": True, "answers": "records"},
+    "recall": {"signals": ["query", "text", "filters"], "abstain": True, "max_depth": 3},
+    "history": {"content": "versions", "structure": "none"},
+    "snapshots": True,
+    "revise": "native",
+    "forget": "native",
+    "erase": {"unreachable": "reported"},
+    "prime": True,
+    "consolidate": "runs",
+    "queries": {"named": True, "free": False},  # free queries need OpenSearch; local mode has none
+    "types": True,
+    "files": True,
+    "mcp": {"path": "/mcp", "transport": "streamable-http", "session_memory_header": "x-uhp-memory"},
+}
+
+
 def test_providers_carry_the_capability_document(alice: Client) -> None:
     answer = alice.get("/v1/memories/providers")
     assert answer.status_code == 200
     assert set(answer.json()) == {"data"} | ({"next_cursor", "object"} & set(answer.json()))
-    doc = provider_document(alice)
-    assert doc["isolation"] in ("container", "enforced_filter")
-    assert doc["derivation"] in ("write_time", "background", "agent", "none")
-    assert doc["history"]["content"] in ("versions", "snapshots", "none")
-    assert doc["history"]["structure"] in ("versions", "snapshots", "none")
-    assert doc["revise"] in ("native", "emulated")
-    assert doc["forget"] in ("native", "emulated")
-    assert doc["consolidate"] in (False, "runs", "trigger")
-    assert isinstance(doc["prime"], bool)
-    assert isinstance(doc["types"], bool)
-    assert isinstance(doc["files"], bool)
-    assert doc["mcp"] == {"path": "/mcp", "transport": "streamable-http", "session_memory_header": "x-uhp-memory"}
-    assert doc["recall"] is False or set(doc["recall"]["signals"]) <= {"query", "text", "filters"}
-    assert doc["erase"] is False or doc["erase"]["unreachable"] in ("reported", "none")
-    assert doc["observe"] is False or doc["observe"]["answers"] in ("records", "job")
-    assert doc["queries"]["named"] in (True, False)
-    assert doc["queries"]["free"] is False or isinstance(doc["queries"]["free"]["languages"], list)
-    # The native provider keeps every version of a record; that is what the records API does.
-    assert doc["history"]["content"] == "versions"
-    assert doc["revise"] == "native"
+    assert provider_document(alice) == LOCAL_CAPABILITIES
     # A memory names a provider the listing describes.
-    memory = alice.create_memory()
-    assert memory["provider"] == doc["id"]
+    assert alice.create_memory()["provider"] == "native"
+
+
+def test_every_capability_stated_is_true_of_the_deployment(alice: Client, bob: Client) -> None:
+    memory = alice.create_memory("facts")
+    mid = memory["id"]
+    record = alice.remember(mid, "Acme renews in March.", attributes={"account": "acme"})
+    # isolation enforced_filter: a record is reached only through its own memory.
+    other = alice.create_memory("other")
+    assert error_code(alice.get(f"/v1/memories/{other['id']}/records/{record['id']}")) == "memory_record_not_found"
+    # observe answers records (derivation none, keeps_episodes): the episode itself, at once, no job.
+    observed = alice.post(f"/v1/memories/{mid}/observe", {"episodes": [{"content": "user: hi"}]})
+    assert observed.status_code == 200, observed.text
+    assert [(r["type"], r["content"]) for r in observed.json()["records"]] == [("episode", "user: hi")]
+    # recall: each signal alone is done (never "not_supported"), abstain is answered, depth capped at 3.
+    for signal in ({"query": "when does acme renew"}, {"text": "renews"},
+                   {"filters": {"field": "attributes.account", "op": "eq", "value": "acme"}}):
+        answer = alice.post(f"/v1/memories/{mid}/recall", signal).json()
+        assert answer["degraded"] == [], signal
+        assert record["id"] in [r["record"]["id"] for r in answer["results"]], signal
+        assert isinstance(answer["abstain"], bool)
+    assert alice.post(f"/v1/memories/{mid}/recall", {"text": "zebra"}).json()["abstain"] is True
+    assert alice.post(f"/v1/memories/{mid}/recall", {"text": "acme", "depth": 5}).json()["degraded"] == [
+        "depth:capped_at_3"]
+    # history of content is versions; revise and forget are native; snapshots name instants.
+    revised = alice.patch(f"/v1/memories/{mid}/records/{record['id']}", {"content": "Acme renews in April."}).json()
+    history = alice.get(f"/v1/memories/{mid}/records/{record['id']}/history").json()["data"]
+    assert [v["content"] for v in history] == ["Acme renews in March.", "Acme renews in April."]
+    assert alice.post(f"/v1/memories/{mid}/snapshots", {"name": "now"}).status_code == 201
+    assert alice.delete(f"/v1/memories/{mid}/records/{revised['id']}").json()["status"] == "forgotten"
+    # erase reports what it could not reach (local mode keeps no copy: an empty list, a guarantee).
+    kept = alice.remember(mid, "erase me")
+    erased = alice.post(f"/v1/memories/{mid}/erase", {"record_ids": [kept["id"]]}).json()
+    assert (erased["erased"], erased["unreachable"]) == ([kept["id"]], [])
+    # prime: an owner pins; consolidate: runs; queries: named yes, free no; types: beyond the core.
+    pinned = alice.remember(mid, "always relevant")
+    assert alice.put(f"/v1/memories/{mid}/prime", {"record_ids": [pinned["id"]]}).status_code == 200
+    assert alice.post(f"/v1/memories/{mid}/consolidations", {}).json()["object"] == "memory.consolidation"
+    defined = alice.put(f"/v1/memories/{mid}/queries/by_text", {"body": {"text": "{{words}}"},
+                        "params": {"type": "object", "properties": {"words": {"type": "string"}}}})
+    assert defined.status_code == 200, defined.text
+    ran = alice.post(f"/v1/memories/{mid}/queries/by_text", {"params": {"words": "pinned relevant"}})
+    assert pinned["id"] in [r["record"]["id"] for r in ran.json()["results"]]
+    free = alice.post(f"/v1/memories/{mid}/query", {"language": "opensearch-dsl", "statement": {"match_all": {}}})
+    assert error_code(free) == "memory_unsupported"
+    assert "x.calendar.event" in {t["type"] for t in alice.get("/v1/memories/types").json()["data"]}
+    # files: an upload becomes a record's content, served back.
+    uploaded = alice.session.post(alice.base_url + "/v1/files", files={"file": ("a.txt", b"bytes", "text/plain")},
+                                  headers={"x-api-key": alice.key}, timeout=30).json()
+    file_record = alice.remember(mid, type="note", content={"file": {"id": uploaded["id"]}})  # type: ignore[arg-type]
+    assert alice.get(f"/v1/memories/{mid}/records/{file_record['id']}/content").content == b"bytes"
 
 
 def test_types_list_the_core_types(alice: Client) -> None:
@@ -454,10 +508,10 @@ def test_types_list_the_core_types(alice: Client) -> None:
     data = answer.json()["data"]
     listed = {t["type"] for t in data}
     assert listed >= CORE_TYPES
-    if provider_document(alice)["types"] is False:
-        # "A provider that registers none reports types: false and answers the listing with the core types."
-        assert listed == CORE_TYPES
-        assert len(data) == 5
+    # The deployment reports types: true, and lists the two built in beside the core (a new tenant has
+    # registered none).
+    assert provider_document(alice)["types"] is True
+    assert listed == CORE_TYPES | {"x.calendar.event", "x.task"}
     for entry in data:
         assert isinstance(entry["description"], str)
         assert entry["description"]
@@ -518,7 +572,9 @@ def test_features_not_offered_answer_memory_unsupported(alice: Client, bob: Clie
             path = _fill(template, memory["id"], record["id"])
             answer = alice.request(method, path, _fill(body, memory["id"], record["id"]))
             if offered(doc, feature):
-                # A feature the document offers is never answered as unsupported.
+                # A feature the document offers answers as it says: never unsupported, never a 5xx (a
+                # 4xx such as an unknown run or query id is the route working).
+                assert answer.status_code < 500, (feature, method, path, answer.text)
                 assert not (answer.status_code == 422 and error_code(answer) == "memory_unsupported"), (
                     feature, method, path, answer.text)
                 continue
@@ -535,27 +591,18 @@ def test_features_not_offered_answer_memory_unsupported(alice: Client, bob: Clie
             answer = requests.request(method, alice.base_url + path, json=_fill(body, memory["id"], record["id"]),
                                       timeout=30)
             assert_error(answer, 401, "unauthenticated")
-    assert checked_absent > 0 or all(offered(doc, f) for f in FEATURE_ROUTES)
-
-
-def test_file_content_when_files_are_not_offered(alice: Client) -> None:
-    if offered(provider_document(alice), "files"):
-        pytest.skip("the provider offers files; file records are tested with files")
-    memory = alice.create_memory()
-    answer = alice.post(f"/v1/memories/{memory['id']}/records",
-                        {"type": "note", "content": {"file": {"id": "file_" + "a" * 32}}})
-    assert_error(answer, 422, "memory_unsupported")
-    assert record_count(alice, memory["id"]) == 0
+    # Local mode offers every feature but free queries (they need OpenSearch to confine a statement).
+    assert {f for f in FEATURE_ROUTES if not offered(doc, f)} == {"queries.free"}
+    assert checked_absent == len(FEATURE_ROUTES["queries.free"])
 
 
 def test_snapshots_are_offered_and_work(alice: Client) -> None:
-    doc = provider_document(alice)
+    assert provider_document(alice)["snapshots"] is True
     memory = alice.create_memory()
     answer = alice.post(f"/v1/memories/{memory['id']}/snapshots", {"name": "s"})
-    if doc.get("snapshots"):
-        assert answer.status_code == 201, answer.text
-    else:
-        assert_error(answer, 422, "memory_unsupported")
+    assert answer.status_code == 201, answer.text
+    listed = alice.get(f"/v1/memories/{memory['id']}/snapshots").json()["data"]
+    assert [s["name"] for s in listed] == ["s"]
 
 
 def test_extension_types_are_carried_whatever_the_types_capability(alice: Client) -> None:

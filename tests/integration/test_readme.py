@@ -3,6 +3,7 @@ in memory, and with a data dir (what `make dev` runs)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -27,17 +28,39 @@ def test_readme_walkthrough_runs_as_written(persistent: bool, tmp_path: Path) ->
         answer = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True,
                                 timeout=120)
         assert answer.returncode == 0, answer.stderr
-        out = answer.stderr + answer.stdout  # what `tee /dev/stderr` shows, then the rest
         statuses = re.findall(r" -> (\d{3})$", answer.stdout, re.M)
         # grant, snapshot, the stale revise, history, as_of, Bob's write, Mallory's read
         assert statuses == ["201", "201", "409", "200", "200", "403", "404"]
         assert re.findall(r" -> (\d{3})$", answer.stderr, re.M) == ["201", "201", "200"]  # create, remember, revise
-        assert '"principal":"user:bob"' in out
-        assert '"code": "memory_conflict"' in out
-        assert "current_record_id" in out
-        assert answer.stdout.count('"object":"memory.record"') >= 3  # history (2 versions) + as_of (1)
-        assert "Acme renews in March." in answer.stdout.split('"code": "memory_conflict"')[1]  # history and as_of
-        assert '"code": "memory_forbidden"' in out
-        assert '"code": "memory_not_found"' in out
+        grant, snapshot, conflict, history, as_of, forbidden, hidden = _answers(answer.stdout)
+        assert grant["principal"] == "user:bob"
+        assert snapshot["name"] == "before-call"
+        assert conflict["error"]["code"] == "memory_conflict"
+        current = history["data"][1]["id"]
+        assert conflict["error"]["current_record_id"] == current
+        assert [(v["content"], v["status"], v["version"]) for v in history["data"]] == [
+            ("Acme renews in March.", "superseded", 1),
+            ("Acme renews in April and wants the annual discount kept.", "active", 2),
+        ]
+        # As the memory stood at the snapshot: the first version alone, still active then.
+        assert [(r["id"], r["content"], r["status"]) for r in as_of["data"]] == [
+            (history["data"][0]["id"], "Acme renews in March.", "active")
+        ]
+        assert forbidden["error"]["code"] == "memory_forbidden"
+        assert hidden["error"]["code"] == "memory_not_found"
     finally:
         assert server.stop() == 0
+
+
+def _answers(out: str) -> list[dict]:
+    """The JSON answers the walkthrough's curl commands print one after another, in order, each followed
+    by its status (` -> 201`; the answers captured into variables are not printed)."""
+    decoder, answers, at = json.JSONDecoder(), [], 0
+    text = re.sub(r" -> \d{3}$", "", out, flags=re.M)
+    while at < len(text):
+        if text[at].isspace():
+            at += 1
+            continue
+        value, at = decoder.raw_decode(text, at)
+        answers.append(value)
+    return answers

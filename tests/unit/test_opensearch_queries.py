@@ -43,6 +43,7 @@ TENANT, MEMORY = "acme", "hmem_" + "a" * 32
 ISOLATION = [{"term": {"tenant": TENANT}}, {"term": {"memory_id": MEMORY}}]
 ACTIVE = {"term": {"status": "active"}}
 CENTRE = Candidate("hrec_" + "c" * 32, "hrec_" + "c" * 32, MEMORY, "episode", "2026-01-01T00:00:00.000Z")
+SOURCE = ["record_id", "chain_id", "type", "written_at", "memory_id"]
 SIMILARITY = {  # Painless's k-NN cosine similarity, plus one (a script score is never negative)
     "source": "1.0 + cosineSimilarity(params.query_value, doc[params.field])",
     "params": {"field": "embedding", "query_value": [0.6, 0.8]},
@@ -367,7 +368,8 @@ def test_the_log_around_a_candidate_is_read_in_write_order_inside_the_same_filte
     assert before["size"] == 4  # the reach ranking asks for (twice the context window)
     assert before["sort"] == [{"written_at": "desc"}, {"record_id": "desc"}]
     clauses = before["query"]["bool"]["filter"]
-    assert clauses[: len(filter_clauses(req))] == filter_clauses(req)
+    # The request's own filter (the memory, active versions, speaker bob), written out.
+    assert clauses[:-2] == [*ISOLATION, ACTIVE, {"term": {"attr_values": '["speaker"]sbob'}}]
     assert clauses[-2] == {"terms": {"type": ["episode"]}}
     assert clauses[-1] == {
         "bool": {
@@ -522,8 +524,23 @@ def test_one_msearch_carries_both_signals_and_ranking_fuses_them() -> None:
     ((_, call),) = [c for c in client.calls if c[0] == "msearch"]  # no episode, nothing found outside the cut
     payload = call["body"]
     assert payload[0] == payload[2] == {"index": "recall"}
-    assert payload[1] == knn_body(request(vector=[1.0, 0.0], text="renewal", limit=5), [1.0, 0.0], 20)
-    assert payload[3] == bm25_body(request(text="renewal", limit=5), ["renewal"], 20)
+    # The bodies as sent, written out (not rebuilt by the builders that made them).
+    assert payload[1] == {
+        "size": 20,
+        "_source": SOURCE,
+        "query": {"bool": {
+            "filter": [*ISOLATION, ACTIVE],
+            "must": [{"knn": {"embedding": {
+                "vector": [1.0, 0.0], "k": 20, "filter": {"bool": {"filter": [*ISOLATION, ACTIVE]}}}}}],
+        }},
+    }
+    assert payload[3] == {
+        "size": 20,
+        "_source": SOURCE,
+        "query": {"bool": {"filter": [*ISOLATION, ACTIVE],
+                           "must": [{"match": {"text": {"query": "renewal", "operator": "or"}}}]}},
+        "sort": [{"_score": "desc"}, {"record_id": "asc"}],
+    }
     assert [h.record_id for h in hits] == ["r2", "r1"]
     assert hits[0].why == ("query", "text")
     assert hits[0].signals == {"query": pytest.approx(0.4), "text": 3.0}
@@ -549,11 +566,27 @@ def test_the_log_then_one_similarity_search_complete_the_signals_and_refused_the
     hits = rank(index, asked)
     calls = [c[1]["body"] for c in client.calls if c[0] == "msearch"]
     assert len(calls) == 3  # the signals; the log around r1 (before, after); one similarity search
-    centre = Candidate("r1", "r1", MEMORY, "episode", episode["written_at"], pytest.approx(0.8))
-    assert calls[1][1] == neighbours_body(asked, ("episode",), 4, centre, before=True)
-    assert calls[1][3] == neighbours_body(asked, ("episode",), 4, centre, before=False)
+    # The log around r1, read in write order inside the memory's filter: two episodes before, two after.
+    at = episode["written_at"]
+    for body, order, side in ((calls[1][1], "desc", "lt"), (calls[1][3], "asc", "gt")):
+        assert body["size"] == 4
+        assert body["sort"] == [{"written_at": order}, {"record_id": order}]
+        clauses = body["query"]["bool"]["filter"]
+        assert clauses[:3] == [*ISOLATION, ACTIVE]
+        assert clauses[-2] == {"terms": {"type": ["episode"]}}
+        assert clauses[-1]["bool"]["should"][0] == {"range": {"written_at": {side: at}}}
+        assert clauses[-1]["bool"]["should"][1]["bool"]["filter"] == [
+            {"term": {"written_at": at}}, {"range": {"record_id": {side: "r1"}}}]
     # The log's entries and what the words found outside the vector cut (r3), in one search.
-    assert calls[2][1] == similarity_body(asked, [1.0, 0.0], ["r1", "r2", "r3"])
+    assert calls[2][1] == {
+        "size": 3,
+        "_source": ["record_id"],
+        "query": {"script_score": {
+            "query": {"bool": {"filter": [*ISOLATION, {"terms": {"record_id": ["r1", "r2", "r3"]}},
+                                          {"exists": {"field": "embedding"}}]}},
+            "script": {**SIMILARITY, "params": {"field": "embedding", "query_value": [1.0, 0.0]}},
+        }},
+    }
     by_id = {h.record_id: h for h in hits}
     # r2 joins with its own similarity (0.5, a share 0.625 of the best) and is lifted by r1 beside it.
     assert by_id["r2"].signals == {"query": pytest.approx(0.5)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -20,10 +21,12 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyPersistenceLayerError,
     IdempotencyValidationError,
 )
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
 from uhp_memories import bootstrap
 from uhp_memories.adapters.dynamodb.idempotency import PackedDynamoDBPersistenceLayer
+from uhp_memories.adapters.dynamodb.table import Contended
 from uhp_memories.api import json_limits
 from uhp_memories.api.errors import (
     JSON,
@@ -33,12 +36,19 @@ from uhp_memories.api.errors import (
     error_dict,
     status_of,
 )
-from uhp_memories.domain.errors import DomainError, Unauthenticated
+from uhp_memories.domain.errors import DomainError, MemoryInvalid, Unauthenticated
 from uhp_memories.domain.models import Caller
 from uhp_memories.search.errors import SearchUnavailable
 
 logger = Logger(service="uhp-memories")
 
+# AWS answers that mean "not now" (throttled, busy, a transaction that lost its race), after the SDK's
+# own retries: the request wrote nothing, and 503 memory_unavailable tells the caller to retry (§12).
+AWS_NOT_ANSWERING = frozenset({
+    "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
+    "TransactionConflictException", "TransactionInProgressException", "InternalServerError",
+    "ServiceUnavailable", "SlowDown", "RequestTimeout", "RequestTimeoutException",
+})
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 IDEMPOTENCY_HEADER = "idempotency-key"
 # The key is scoped to the tenant, the principal and the route, so one client's key never meets
@@ -56,6 +66,7 @@ def make_resolver() -> APIGatewayRestResolver:
     # Every JSON body a handler or Powertools' validation reads is parsed under the one JSON rule
     # (api/json_limits.py): malformed JSON is 400 wherever it is read, never a 500.
     app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=json_limits.loads)
+    app.use(middlewares=[_check_query_parameters])
 
     # Each answer's status comes from its code (api/errors.HTTP_STATUS), never from the error.
     @app.exception_handler(DomainError)
@@ -65,6 +76,19 @@ def make_resolver() -> APIGatewayRestResolver:
     @app.exception_handler(SearchUnavailable)
     def handle_search_unavailable(error: SearchUnavailable) -> Response:
         return code_response("memory_unavailable", "the provider's search did not answer; retry later")
+
+    @app.exception_handler(ClientError)
+    def handle_aws_error(error: ClientError) -> Response:
+        code = error.response.get("Error", {}).get("Code", "")
+        if code in AWS_NOT_ANSWERING or error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500:
+            logger.warning("an AWS service did not answer", extra={"error_code": code})
+            return code_response("memory_unavailable", "the provider's storage did not answer in time; retry later")
+        return handle_unexpected(error)
+
+    @app.exception_handler([BotoCoreError, Contended])
+    def handle_no_answer(error: Exception) -> Response:
+        logger.warning("an AWS service did not answer", extra={"error_type": type(error).__name__})
+        return code_response("memory_unavailable", "the provider's storage did not answer in time; retry later")
 
     @app.exception_handler(RequestValidationError)
     def handle_validation_error(error: RequestValidationError) -> Response:
@@ -89,6 +113,26 @@ def make_resolver() -> APIGatewayRestResolver:
         return code_response("internal_error", "the server failed; the request may be retried")
 
     return app
+
+
+_INTEGER = re.compile(r"^[+-]?[0-9]{1,18}$")
+
+
+def _check_query_parameters(app: APIGatewayRestResolver, next_middleware: Callable[..., Any]) -> Any:
+    """A query parameter the route does not define is refused (422 memory_invalid), as an unknown body
+    field is: `?limit=abc` on a route that does not page would otherwise answer 200, and the caller
+    would believe it had been applied. An integer parameter is digits: "5.0" and "5e0" are not 5, as
+    they are not in a body (docs/decisions.md, "Hostile input")."""
+    params = {p.alias: p for p in app.context["_route"].dependant.query_params}
+    given = app.current_event.query_string_parameters or {}
+    unknown = sorted(set(given) - set(params))
+    if unknown:
+        allowed = f"; it takes {', '.join(sorted(params))}" if params else "; it takes none"
+        raise MemoryInvalid(f"unknown query parameter {', '.join(unknown)}{allowed}")
+    for name, value in given.items():
+        if int in getattr(params[name].type_, "__args__", (params[name].type_,)) and not _INTEGER.match(value):
+            raise MemoryInvalid(f"{name} must be an integer")
+    return next_middleware(app)
 
 
 def caller_of(app: APIGatewayRestResolver) -> Caller:

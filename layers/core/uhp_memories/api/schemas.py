@@ -26,6 +26,7 @@ class ErrorDetail(BaseModel):
     code: str
     message: str
     current_record_id: str | None = None
+    job_id: str | None = Field(default=None, description="a workflow that failed: its job reports what remains")
 
 
 class ErrorOut(BaseModel):

@@ -197,7 +197,28 @@ def handle(caller: Caller, method: str, path: str, headers: Mapping[str, str], b
         except DomainError as error:
             refused = json.dumps({"error": {"code": error.code, "message": error.message}}).encode()
             return HttpAnswer(status_of(error.code), [("content-type", "application/json")], refused)
-    return anyio.run(_handle, caller, memory, method, path, headers, body)
+    return _as_json_rpc(anyio.run(_handle, caller, memory, method, path, headers, body))
+
+
+# JSON-RPC's "Invalid Request": what the transport refused before any method ran.
+INVALID_REQUEST = -32600
+
+
+def _as_json_rpc(answer: HttpAnswer) -> HttpAnswer:
+    """The SDK answers a request its transport refuses (no JSON content type, say) in plain text; every
+    other refusal of /mcp is a JSON-RPC error, and a client reads all of them the same way. So a
+    non-JSON refusal becomes a JSON-RPC error with the SDK's text as its message."""
+    if answer.status < 400:
+        return answer
+    try:
+        json.loads(answer.body)
+        return answer
+    except ValueError:
+        pass
+    message = answer.body.decode("utf-8", "replace").strip() or "the request was refused"
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
+    headers = [(k, v) for k, v in answer.headers if k.lower() not in ("content-type", "content-length")]
+    return HttpAnswer(answer.status, [*headers, ("content-type", "application/json")], json.dumps(error).encode())
 
 
 async def _handle(

@@ -1,0 +1,395 @@
+"""Hostile input and every caller (issue 19): no 500, no leak, no poisoned memory. One test per finding
+of the black-box probe, named after the rule it holds, each over real HTTP through the local gateway.
+
+What a refused request leaves is checked as a whole: `snapshot_of` reads every version of the memory,
+its grants, its child listing and its counts, before and after."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import requests
+
+from tests.integration.conftest import Client, ClientFactory, error_code
+
+JSON_ROUTES = [  # every operation that reads a JSON body; {m} a memory, {r} one of its records
+    ("POST", "/v1/memories"),
+    ("PUT", "/v1/memories/{m}"),
+    ("POST", "/v1/memories/{m}/grants"),
+    ("POST", "/v1/memories/{m}/records"),
+    ("PATCH", "/v1/memories/{m}/records/{r}"),
+    ("DELETE", "/v1/memories/{m}/records/{r}"),
+    ("POST", "/v1/memories/{m}/recall"),
+    ("POST", "/v1/memories/{m}/observe"),
+    ("POST", "/v1/memories/{m}/erase"),
+    ("POST", "/v1/memories/{m}/snapshots"),
+    ("POST", "/v1/memories/{m}/query"),
+    ("PUT", "/v1/memories/{m}/queries/q1"),
+    ("POST", "/v1/memories/{m}/queries/q1"),
+    ("POST", "/v1/memories/{m}/consolidations"),
+    ("POST", "/v1/memories/{m}/grep"),
+    ("PUT", "/v1/memories/{m}/prime"),
+    ("POST", "/v1/memories/{m}/records/{r}/operations/complete"),
+    ("PUT", "/v1/memories/types/x.thing"),
+    ("PUT", "/v1/harnesses/h1/memories"),
+    ("POST", "/v1/harnesses/h1/turns"),
+    ("POST", "/v1/files"),
+    ("POST", "/mcp"),
+]
+
+
+def send(client: Client, method: str, path: str, data: bytes | str, content_type: str = "application/json",
+         **params: Any) -> requests.Response:
+    """A body sent exactly as given."""
+    return client.session.request(
+        method, client.base_url + path, data=data, params=params, timeout=60,
+        headers={"x-api-key": client.key, "Content-Type": content_type},
+    )
+
+
+def nested(levels: int, leaf: Any = 1) -> str:
+    """JSON text of `levels` arrays one inside the other, built as text (json.dumps would recurse)."""
+    return "[" * levels + json.dumps(leaf) + "]" * levels
+
+
+def snapshot_of(client: Client, memory_id: str) -> dict[str, Any]:
+    """Everything a refused request could have changed in a memory, as its owner reads it."""
+    listing = client.get(f"/v1/memories/{memory_id}/records", include="all", limit="100").json()["data"]
+    return {
+        "memory": client.get(f"/v1/memories/{memory_id}").json(),
+        "records": listing,
+        "histories": {r["id"]: client.get(f"/v1/memories/{memory_id}/records/{r['id']}/history").json()["data"]
+                      for r in listing},
+        "grants": client.get(f"/v1/memories/{memory_id}/grants").json()["data"],
+        "children": client.get("/v1/memories", parent=memory_id).json()["data"],
+        "snapshots": client.get(f"/v1/memories/{memory_id}/snapshots").json()["data"],
+    }
+
+
+@pytest.fixture
+def memory(alice: Client) -> dict[str, Any]:
+    created = alice.create_memory("hostile", description="what the probe attacks")
+    alice.remember(created["id"], "Acme renews in March.", attributes={"account": "acme"})
+    return created
+
+
+def fill(path: str, memory_id: str, record_id: str) -> str:
+    return path.replace("{m}", memory_id).replace("{r}", record_id)
+
+
+# -- finding 1: a write-only grantee cannot poison a memory -------------------------------------
+
+
+def test_attributes_nested_past_the_json_limit_are_refused_before_anything_is_written(
+    alice: Client, bob: Client, memory: dict[str, Any]
+) -> None:
+    mid = memory["id"]
+    alice.grant(mid, "user:bob", "write")
+    before = snapshot_of(alice, mid)
+    for depth in (65, 254, 1_000):
+        body = '{"type": "fact", "content": "c", "attributes": {"a": ' + nested(depth - 2) + "}}"
+        answer = send(bob, "POST", f"/v1/memories/{mid}/records", body)
+        assert answer.status_code == 422, answer.text
+        assert error_code(answer) == "memory_invalid"
+        assert "64 levels" in answer.json()["error"]["message"]
+    assert snapshot_of(alice, mid) == before
+    # The memory still reads whole: listing and recall answer 200.
+    assert alice.get(f"/v1/memories/{mid}/records").status_code == 200
+    assert alice.post(f"/v1/memories/{mid}/recall", {"text": "acme"}).status_code == 200
+
+
+def test_attributes_nested_to_the_limit_are_kept_and_read_back(alice: Client, memory: dict[str, Any]) -> None:
+    deepest: Any = "leaf"
+    for _ in range(61):  # body {} -> attributes {} -> a {} -> 61 lists: 64 levels in all
+        deepest = [deepest]
+    record = alice.remember(memory["id"], "deep", attributes={"a": deepest})
+    assert alice.get(f"/v1/memories/{memory['id']}/records/{record['id']}").json()["attributes"] == {"a": deepest}
+    assert alice.post(f"/v1/memories/{memory['id']}/recall", {"text": "deep"}).status_code == 200
+
+
+def test_a_refused_write_leaves_the_memory_exactly_as_it_was(alice: Client, memory: dict[str, Any]) -> None:
+    """Every way a write can be refused (bad JSON, bad field, a limit, a stale version, a type's
+    schema) leaves every version, grant, child and snapshot as it was."""
+    mid = memory["id"]
+    record = alice.get(f"/v1/memories/{mid}/records").json()["data"][0]
+    stale = record["id"]
+    current = alice.patch(f"/v1/memories/{mid}/records/{stale}", {"content": "Acme renews in April."}).json()
+    before = snapshot_of(alice, mid)
+    refusals = [
+        ("POST", f"/v1/memories/{mid}/records", '{"type": "fact", "content": "x", "written_by": "me"}'),
+        ("POST", f"/v1/memories/{mid}/records", '{"type": "fact", "content": "' + "x" * (100 * 1024 + 1) + '"}'),
+        ("POST", f"/v1/memories/{mid}/records",
+         '{"type": "x.calendar.event", "content": "c", "attributes": {"title": "t", "starts_at": "soon"}}'),
+        ("PATCH", f"/v1/memories/{mid}/records/{stale}", '{"content": "too late"}'),
+        ("PATCH", f"/v1/memories/{mid}/records/{current['id']}", '{"type": "note"}'),
+        ("DELETE", f"/v1/memories/{mid}/records/{stale}", ""),
+        ("POST", f"/v1/memories/{mid}/observe", '{"episodes": [{"content": "ok"}, {"content": 5}]}'),
+        ("PUT", f"/v1/memories/{mid}", '{"name": "renamed", "parent_id": "' + mid + '"}'),
+        ("POST", f"/v1/memories/{mid}/grants", '{"principal": "nobody", "privileges": ["read"]}'),
+        ("POST", "/v1/memories", '{"name": "child", "parent_id": "' + mid + '", "restricted": "yes"}'),
+        ("POST", f"/v1/memories/{mid}/snapshots", '{"name": "2026-01-01"}'),
+        ("POST", f"/v1/memories/{mid}/erase", '{"record_ids": ["' + stale + '"], "filters": {}}'),
+    ]
+    for method, path, body in refusals:
+        answer = send(alice, method, path, body)
+        assert 400 <= answer.status_code < 500, (method, path, answer.status_code, answer.text[:200])
+    assert snapshot_of(alice, mid) == before
+
+
+# -- finding 2: a write-only grantee reads nothing through write responses -----------------------
+
+
+def test_revise_and_forget_answer_a_write_only_caller_what_it_sent_and_the_stamps(
+    alice: Client, bob: Client, memory: dict[str, Any]
+) -> None:
+    mid = memory["id"]
+    alice.grant(mid, "user:bob", "write")
+    secret = alice.remember(mid, "the secret price is 40k", attributes={"price": 40_000},
+                            references=[{"rel": "derived_from", "memory_id": mid, "record_id": "hrec_" + "1" * 32}])
+    assert bob.get(f"/v1/memories/{mid}/records/{secret['id']}").status_code == 403
+    revised = bob.patch(f"/v1/memories/{mid}/records/{secret['id']}", {"attributes": {"price": 1}})
+    assert revised.status_code == 200, revised.text
+    body = revised.json()
+    assert "40k" not in revised.text
+    assert body["attributes"] == {"price": 1}  # what bob sent
+    assert not {"content", "type", "references", "path"} & set(body)
+    assert body["written_by"] == {"kind": "user", "id": "bob"}  # the stamps
+    assert (body["version"], body["supersedes"], body["status"]) == (2, secret["id"], "active")
+    assert set(body["time"]) == {"written_at", "invalidated_at"}
+    forgotten = bob.delete(f"/v1/memories/{mid}/records/{body['id']}")
+    assert forgotten.status_code == 200, forgotten.text
+    assert "40k" not in forgotten.text
+    assert not {"content", "type", "attributes", "references"} & set(forgotten.json())
+    assert forgotten.json()["status"] == "forgotten"
+    # A reader of the memory is answered the whole record, as always.
+    again = alice.remember(mid, "another")
+    whole = alice.patch(f"/v1/memories/{mid}/records/{again['id']}", {"attributes": {"k": 1}}).json()
+    assert whole["content"] == "another"
+    assert whole["type"] == "fact"
+
+
+def test_a_conflict_names_the_current_version_only_to_a_reader(
+    alice: Client, bob: Client, memory: dict[str, Any]
+) -> None:
+    mid = memory["id"]
+    alice.grant(mid, "user:bob", "write")
+    first = alice.remember(mid, "v1")
+    second = alice.patch(f"/v1/memories/{mid}/records/{first['id']}", {"content": "v2"}).json()
+    for attempt in (bob.patch(f"/v1/memories/{mid}/records/{first['id']}", {"content": "x"}),
+                    bob.delete(f"/v1/memories/{mid}/records/{first['id']}")):
+        assert attempt.status_code == 409, attempt.text
+        assert "current_record_id" not in attempt.json()["error"]
+        assert second["id"] not in attempt.text
+    as_reader = alice.patch(f"/v1/memories/{mid}/records/{first['id']}", {"content": "x"})
+    assert as_reader.status_code == 409
+    assert as_reader.json()["error"]["current_record_id"] == second["id"]
+
+
+# -- finding 3: no 500 on bad input ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "template"), JSON_ROUTES)
+def test_a_body_that_is_not_utf8_is_a_bad_request_on_every_route(
+    alice: Client, memory: dict[str, Any], method: str, template: str
+) -> None:
+    record = alice.get(f"/v1/memories/{memory['id']}/records").json()["data"][0]
+    path = fill(template, memory["id"], record["id"])
+    before = snapshot_of(alice, memory["id"])
+    answer = send(alice, method, path, b'{"name": "\xff\xfe caf\xe9"}')
+    assert answer.status_code == 400, answer.text
+    assert error_code(answer) == "invalid_request"
+    assert snapshot_of(alice, memory["id"]) == before
+
+
+@pytest.mark.parametrize(("method", "template"), JSON_ROUTES)
+def test_a_body_nested_past_the_limit_is_invalid_on_every_route(
+    alice: Client, memory: dict[str, Any], method: str, template: str
+) -> None:
+    record = alice.get(f"/v1/memories/{memory['id']}/records").json()["data"][0]
+    answer = send(alice, method, fill(template, memory["id"], record["id"]), nested(100_000))
+    assert answer.status_code == 422, answer.text
+    assert error_code(answer) == "memory_invalid"
+
+
+def test_a_body_larger_than_6_mb_is_too_large(alice: Client, memory: dict[str, Any]) -> None:
+    body = json.dumps({"type": "fact", "content": "x" * (6 * 1024 * 1024)})
+    answer = send(alice, "POST", f"/v1/memories/{memory['id']}/records", body)
+    assert answer.status_code == 413, answer.text[:200]
+    assert error_code(answer) == "request_too_large"
+
+
+@pytest.mark.parametrize(
+    ("content_type", "data"),
+    [
+        ("application/json", b"{bad"),
+        ("application/json", b'{"name": "f.txt", "media_type": "text/plain", "bytes": 5'),
+        ("application/json", b"[1, 2]"),
+        ("multipart/form-data; boundary=x", b"{bad"),
+        ("multipart/form-data; boundary=x", b'--x\r\nContent-Disposition: form-data; name="other"\r\n\r\nv\r\n--x--'),
+        ("multipart/form-data", b"--x\r\n"),
+    ],
+)
+def test_a_malformed_upload_is_a_clear_client_error(alice: Client, content_type: str, data: bytes) -> None:
+    answer = send(alice, "POST", "/v1/files", data, content_type)
+    assert answer.status_code in (400, 422), answer.text
+    assert error_code(answer) in ("invalid_request", "memory_invalid")
+    assert answer.json()["error"]["message"]
+
+
+def test_filters_nested_1000_deep_are_invalid_wherever_filters_are_read(alice: Client, memory: dict[str, Any]) -> None:
+    deep = '{"and": [' * 1_000 + '{"field": "type", "op": "eq", "value": "fact"}' + "]}" * 1_000
+    mid = memory["id"]
+    for answer in (
+        send(alice, "POST", f"/v1/memories/{mid}/recall", '{"filters": ' + deep + "}"),
+        send(alice, "POST", f"/v1/memories/{mid}/erase", '{"filters": ' + deep + "}"),
+        alice.get(f"/v1/memories/{mid}/records", filters=deep),
+    ):
+        assert answer.status_code == 422, answer.text[:300]
+        assert error_code(answer) == "memory_invalid"
+    assert len(alice.get(f"/v1/memories/{mid}/records").json()["data"]) == 1
+
+
+# -- finding 4: erase and delete take a file's metadata with them --------------------------------
+
+
+def _upload(client: Client, name: str, data: bytes) -> dict[str, Any]:
+    answer = client.session.post(client.base_url + "/v1/files", files={"file": (name, data, "text/plain")},
+                                 headers={"x-api-key": client.key}, timeout=30)
+    assert answer.status_code == 201, answer.text
+    return answer.json()
+
+
+def test_erase_removes_a_files_metadata_and_reports_it(alice: Client) -> None:
+    memory = alice.create_memory("docs")
+    uploaded = _upload(alice, "acme-pricing-secret.txt", b"40k")
+    record = alice.remember(memory["id"], type="note", content={"file": {"id": uploaded["id"]}})  # type: ignore[arg-type]
+    assert alice.get(f"/v1/files/{uploaded['id']}").json()["status"] == "attached"
+    erased = alice.post(f"/v1/memories/{memory['id']}/erase", {"record_ids": [record["id"]]})
+    assert erased.status_code == 200, erased.text
+    assert erased.json()["erased_files"] == [uploaded["id"]]
+    gone = alice.get(f"/v1/files/{uploaded['id']}")
+    assert gone.status_code == 404
+    assert "acme-pricing-secret" not in gone.text
+
+
+def test_memory_delete_removes_its_files_metadata(alice: Client) -> None:
+    memory = alice.create_memory("docs")
+    uploaded = _upload(alice, "plan.txt", b"bytes")
+    alice.remember(memory["id"], type="note", content={"file": {"id": uploaded["id"]}})  # type: ignore[arg-type]
+    assert alice.delete(f"/v1/memories/{memory['id']}").status_code == 200
+    assert alice.get(f"/v1/files/{uploaded['id']}").status_code == 404
+
+
+def test_a_files_metadata_follows_its_records_memory(alice: Client, bob: Client, make_client: ClientFactory) -> None:
+    """Attached, a file is read by whoever reads its record's memory (the uploader too only then)."""
+    memory = alice.create_memory("docs")
+    uploaded = _upload(alice, "plan.txt", b"bytes")
+    assert bob.get(f"/v1/files/{uploaded['id']}").status_code == 404  # another's upload
+    alice.remember(memory["id"], type="note", content={"file": {"id": uploaded["id"]}})  # type: ignore[arg-type]
+    assert bob.get(f"/v1/files/{uploaded['id']}").status_code == 404
+    alice.grant(memory["id"], "user:bob", "read")
+    assert bob.get(f"/v1/files/{uploaded['id']}").json()["name"] == "plan.txt"
+    writer = make_client("user:carol")
+    alice.grant(memory["id"], "user:carol", "write")
+    assert writer.get(f"/v1/files/{uploaded['id']}").status_code == 404
+
+
+# -- finding 5: cursors name what they page; limits are integers ---------------------------------
+
+
+def test_a_cursor_of_one_memorys_listing_is_refused_on_another(alice: Client) -> None:
+    first, second = alice.create_memory("a"), alice.create_memory("b")
+    for mid in (first["id"], second["id"]):
+        for n in range(3):
+            alice.remember(mid, f"fact {n}")
+            alice.post(f"/v1/memories/{mid}/snapshots", {"name": f"s{n}"})
+        alice.grant(mid, "user:bob", "read")
+        alice.grant(mid, "user:carol", "read")
+    for suffix in ("/records", "/snapshots", "/grants"):
+        page = alice.get(f"/v1/memories/{first['id']}{suffix}", limit="1").json()
+        assert page["next_cursor"], suffix
+        assert alice.get(f"/v1/memories/{first['id']}{suffix}", cursor=page["next_cursor"]).status_code == 200
+        elsewhere = alice.get(f"/v1/memories/{second['id']}{suffix}", cursor=page["next_cursor"])
+        assert elsewhere.status_code == 422, (suffix, elsewhere.text)
+        assert error_code(elsewhere) == "memory_invalid"
+
+
+def test_grants_are_listed_a_page_at_a_time(alice: Client) -> None:
+    memory = alice.create_memory("shared")
+    for n in range(4):
+        alice.grant(memory["id"], f"user:u{n}", "read")
+    seen, cursor = [], None
+    while True:
+        page = alice.get(f"/v1/memories/{memory['id']}/grants", limit="2", cursor=cursor).json()
+        assert len(page["data"]) <= 2
+        seen += [g["id"] for g in page["data"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert len(seen) == len(set(seen)) == 5  # the creator's implicit grant and four
+
+
+GET_ROUTES = ["/v1/memories", "/v1/memories/{m}", "/v1/memories/{m}/records", "/v1/memories/{m}/records/{r}",
+              "/v1/memories/{m}/records/{r}/history", "/v1/memories/{m}/grants", "/v1/memories/{m}/snapshots",
+              "/v1/memories/{m}/consolidations", "/v1/memories/{m}/queries", "/v1/memories/{m}/paths",
+              "/v1/memories/{m}/changes", "/v1/memories/{m}/prime", "/v1/memories/types", "/v1/memories/providers",
+              "/v1/capabilities"]
+
+
+@pytest.mark.parametrize("template", GET_ROUTES)
+def test_a_limit_that_is_not_an_integer_or_a_parameter_the_route_lacks_is_invalid(
+    alice: Client, memory: dict[str, Any], template: str
+) -> None:
+    record = alice.get(f"/v1/memories/{memory['id']}/records").json()["data"][0]
+    path = fill(template, memory["id"], record["id"])
+    assert alice.get(path).status_code == 200
+    for params in ({"limit": "abc"}, {"limit": "5.0"}, {"surprise": "1"}):
+        answer = alice.get(path, **params)
+        assert answer.status_code == 422, (params, answer.text)
+        assert error_code(answer) == "memory_invalid"
+
+
+# -- finding 7: revert needs write ---------------------------------------------------------------
+
+
+def test_revert_needs_write_not_read(alice: Client, bob: Client, make_client: ClientFactory) -> None:
+    memory = alice.create_memory("facts")
+    alice.remember(memory["id"], "Acme renews in March.")
+    alice.remember(memory["id"], "acme renews in march.")
+    run = alice.post(f"/v1/memories/{memory['id']}/consolidations", {}).json()
+    reader = make_client("user:reader")
+    alice.grant(memory["id"], "user:reader", "read")
+    alice.grant(memory["id"], "user:bob", "write")
+    refused = reader.post(f"/v1/memories/{memory['id']}/consolidations/{run['id']}/revert")
+    assert refused.status_code == 403, refused.text
+    reverted = bob.post(f"/v1/memories/{memory['id']}/consolidations/{run['id']}/revert")
+    assert reverted.status_code == 200, reverted.text
+    assert reverted.json()["status"] == "reverted"
+
+
+# -- another memory's parts through this one ------------------------------------------------------
+
+
+def test_another_memorys_content_run_and_revert_are_not_found_through_this_one(alice: Client) -> None:
+    """(A job through another memory: test_erase.py, test_a_job_is_read_only_through_the_memory_it_belongs_to.)"""
+    mine, other = alice.create_memory("mine"), alice.create_memory("other")
+    uploaded = _upload(alice, "x.txt", b"bytes")
+    file_record = alice.remember(other["id"], type="note", content={"file": {"id": uploaded["id"]}})  # type: ignore[arg-type]
+    alice.remember(other["id"], "repeat")
+    alice.remember(other["id"], "repeat")
+    run = alice.post(f"/v1/memories/{other['id']}/consolidations", {}).json()
+    probes = [
+        ("GET", f"/v1/memories/{mine['id']}/records/{file_record['id']}/content", "memory_record_not_found"),
+        ("GET", f"/v1/memories/{mine['id']}/consolidations/{run['id']}", "memory_consolidation_not_found"),
+        ("GET", f"/v1/memories/{mine['id']}/consolidations/{run['id']}/changes", "memory_consolidation_not_found"),
+        ("POST", f"/v1/memories/{mine['id']}/consolidations/{run['id']}/revert", "memory_consolidation_not_found"),
+    ]
+    for method, path, code in probes:
+        answer = alice.request(method, path)
+        assert answer.status_code == 404, (path, answer.text)
+        assert error_code(answer) == code, path
+    # Through its own memory each answers, and the refused revert changed nothing.
+    assert alice.get(f"/v1/memories/{other['id']}/records/{file_record['id']}/content").content == b"bytes"
+    assert alice.get(f"/v1/memories/{other['id']}/consolidations/{run['id']}").json()["status"] == "completed"

@@ -1,0 +1,261 @@
+"""The authorization model (§3) as a state machine: hypothesis builds random trees (roots, children,
+moves, restricted flags), grants to principals and groups, revocations and harness attachments, made by
+random principals, and after every step checks every principal's answer on every memory against a small
+reference model written here from the spec, not from domain/access.py:
+
+- effective privileges on a memory are the union of the grants, to the principal or to a group it is
+  in, on the memory and on each ancestor up to and including the nearest restricted node (§3.1, §3.2);
+- whoever creates a memory holds all four privileges on it (a grant like any other);
+- a memory on which the caller holds nothing is not found; one it sees without the privilege an
+  operation needs is forbidden (§12); each operation needs the privilege docs/decisions.md lists;
+- attaching a memory to a harness needs delete on it and grants the harness what it lacks (§9).
+
+The services run over the in-memory fakes (tests/unit/conftest.py), so thousands of steps take seconds;
+the HTTP layer maps these same outcomes to statuses once (api/errors.py), checked by the integration
+suites."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from tests.fakes import InMemoryAttachmentRepository, InMemoryMemoryRepository
+from tests.unit.conftest import caller, make_world
+from uhp_memories.domain.errors import DomainError, MemoryForbidden, MemoryInvalid, MemoryNotFound
+from uhp_memories.domain.harnesses import Attachment, HarnessService
+from uhp_memories.domain.models import Caller
+from uhp_memories.domain.records import RecordInput
+
+ALL = frozenset({"read", "write", "create", "delete"})
+GROUPS = {"user:ann": (), "user:ben": ("group:sales",), "user:cat": ("group:sales", "group:eng"),
+          "user:dan": ("group:eng",)}
+PEOPLE = sorted(GROUPS)
+GRANTEES = [*PEOPLE, "group:sales", "group:eng"]
+PRIVILEGE_SETS = st.sets(st.sampled_from(sorted(ALL)), min_size=1).map(frozenset)
+NEEDS = {"get": None, "list_records": "read", "remember": "write", "revise": "write", "list_grants": "delete",
+         "create_child": "create"}
+
+
+@dataclass
+class Reference:
+    """§3, written out: the tree, the restricted flags, the grants."""
+
+    parent: dict[str, str | None] = field(default_factory=dict)
+    restricted: dict[str, bool] = field(default_factory=dict)
+    grants: dict[str, tuple[str, str, frozenset[str]]] = field(default_factory=dict)  # id -> (memory, who, privs)
+    harnesses: list[str] = field(default_factory=list)
+
+    def privileges(self, principal: str, memory_id: str) -> frozenset[str]:
+        who = {principal, *GROUPS.get(principal, ())}
+        held: set[str] = set()
+        node: str | None = memory_id
+        while node is not None:
+            held |= {p for m, g, privs in self.grants.values() if m == node and g in who for p in privs}
+            if self.restricted[node]:
+                break  # the cutoff: nothing above reaches this node
+            node = self.parent[node]
+        return frozenset(held)
+
+    def outcome(self, principal: str, memory_id: str, needs: str | None) -> type[DomainError] | None:
+        held = self.privileges(principal, memory_id)
+        if not held:
+            return MemoryNotFound
+        return MemoryForbidden if needs is not None and needs not in held else None
+
+    def under(self, memory_id: str) -> set[str]:
+        """The memory and its descendants."""
+        found = {memory_id}
+        while True:
+            more = {m for m, p in self.parent.items() if p in found} - found
+            if not more:
+                return found
+            found |= more
+
+    def depth(self, memory_id: str) -> int:
+        levels, node = 1, self.parent[memory_id]
+        while node is not None:
+            levels, node = levels + 1, self.parent[node]
+        return levels
+
+
+def outcome_of(call: Callable[[], Any]) -> tuple[type[DomainError] | None, Any]:
+    try:
+        return None, call()
+    except (MemoryNotFound, MemoryForbidden) as refused:
+        return type(refused), None
+
+
+class AccessModel(RuleBasedStateMachine):
+    memories = Bundle("memories")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.world = make_world()
+        repo = self.world.ports.memories
+        assert isinstance(repo, InMemoryMemoryRepository)
+        self.harness_service = HarnessService(self.world.ports, InMemoryAttachmentRepository(repo))
+        self.model = Reference()
+        self.latest: dict[str, str] = {}  # memory -> its current record (the one revise names)
+        self.harness_numbers = itertools.count(1)
+
+    def who(self, principal: str) -> Caller:
+        return caller(principal, groups=GROUPS.get(principal, ()))
+
+    def expect(self, principal: str, memory_id: str, needs: str | None, call: Callable[[], Any]) -> Any:
+        wanted = self.model.outcome(principal, memory_id, needs)
+        got, answer = outcome_of(call)
+        assert got is wanted, (principal, memory_id, needs, got, wanted, self.model.privileges(principal, memory_id))
+        return answer
+
+    # -- the tree ------------------------------------------------------------------------------
+
+    @initialize(target=memories, principal=st.sampled_from(PEOPLE))
+    def first_root(self, principal: str) -> str:
+        return self._root(principal, False)
+
+    @rule(target=memories, principal=st.sampled_from(PEOPLE), restricted=st.booleans())
+    def create_root(self, principal: str, restricted: bool) -> str:
+        return self._root(principal, restricted)
+
+    def _root(self, principal: str, restricted: bool) -> str:
+        view = self.world.memories.create(self.who(principal), name="root", restricted=restricted)
+        return self._created(principal, view.memory.id, None, restricted)
+
+    def _created(self, principal: str, memory_id: str, parent: str | None, restricted: bool) -> str:
+        self.model.parent[memory_id] = parent
+        self.model.restricted[memory_id] = restricted
+        implicit = [g for g in self.world.grants.list(self.who(principal), memory_id) if g.memory_id == memory_id]
+        assert [(g.principal, frozenset(g.privileges)) for g in implicit] == [(principal, ALL)]
+        self.model.grants[implicit[0].id] = (memory_id, principal, ALL)
+        record = self.world.records.remember(self.who(principal), memory_id, RecordInput("fact", "seed", {}))
+        self.latest[memory_id] = record.record.id
+        return memory_id
+
+    @precondition(lambda self: len(self.model.parent) < 12)
+    @rule(target=memories, principal=st.sampled_from(PEOPLE), parent=memories, restricted=st.booleans())
+    def create_child(self, principal: str, parent: str, restricted: bool) -> str:
+        made = self.expect(principal, parent, "create", lambda: self.world.memories.create(
+            self.who(principal), name="child", parent_id=parent, restricted=restricted))
+        if made is None:
+            return parent  # refused: the bundle gets an existing memory again
+        return self._created(principal, made.memory.id, parent, restricted)
+
+    @rule(principal=st.sampled_from(PEOPLE), memory_id=memories, restricted=st.booleans())
+    def set_restricted(self, principal: str, memory_id: str, restricted: bool) -> None:
+        needs = "delete" if restricted != self.model.restricted[memory_id] else None
+        done = self.expect(principal, memory_id, needs, lambda: self.world.memories.update(
+            self.who(principal), memory_id, {"restricted": restricted}))
+        if done is not None:
+            self.model.restricted[memory_id] = restricted
+
+    @rule(principal=st.sampled_from(PEOPLE), memory_id=memories, parent=st.one_of(st.none(), memories))
+    def move(self, principal: str, memory_id: str, parent: str | None) -> None:
+        """Needs delete on the memory, then create on the new parent (not found when it sees nothing
+        there); never under itself or a descendant."""
+        if parent == self.model.parent[memory_id]:
+            return
+        held = self.model.privileges(principal, memory_id)
+        on_parent = self.model.privileges(principal, parent) if parent is not None else ALL
+        wanted: type[DomainError] | None = None
+        if not held:
+            wanted = MemoryNotFound
+        elif "delete" not in held:
+            wanted = MemoryForbidden
+        elif not on_parent:
+            wanted = MemoryNotFound
+        elif "create" not in on_parent:
+            wanted = MemoryForbidden
+        elif parent in self.model.under(memory_id):
+            wanted = MemoryInvalid
+        try:
+            self.world.memories.update(self.who(principal), memory_id, {"parent_id": parent})
+            got: type[DomainError] | None = None
+        except DomainError as refused:
+            got = type(refused)
+        assert got is wanted, (principal, memory_id, parent, held, on_parent)
+        if got is None:
+            self.model.parent[memory_id] = parent
+
+    # -- grants --------------------------------------------------------------------------------
+
+    @rule(principal=st.sampled_from(PEOPLE), memory_id=memories, grantee=st.sampled_from(GRANTEES),
+          privileges=PRIVILEGE_SETS)
+    def grant(self, principal: str, memory_id: str, grantee: str, privileges: frozenset[str]) -> None:
+        made = self.expect(principal, memory_id, "delete", lambda: self.world.grants.create(
+            self.who(principal), memory_id, grantee, sorted(privileges)))
+        if made is not None:
+            self.model.grants[made.id] = (memory_id, grantee, privileges)
+
+    @precondition(lambda self: bool(self.model.grants))
+    @rule(principal=st.sampled_from(PEOPLE), data=st.data())
+    def revoke(self, principal: str, data: st.DataObject) -> None:
+        grant_id = data.draw(st.sampled_from(sorted(self.model.grants)))
+        memory_id = self.model.grants[grant_id][0]
+        done = self.expect(principal, memory_id, "delete", lambda: self.world.grants.delete(
+            self.who(principal), memory_id, grant_id) or True)
+        if done is not None:
+            del self.model.grants[grant_id]
+
+    # -- harness lists (§9): attaching is granting ---------------------------------------------
+
+    @rule(principal=st.sampled_from(PEOPLE), memory_id=memories, access=st.sampled_from(["read", "write"]))
+    def attach(self, principal: str, memory_id: str, access: str) -> None:
+        harness = f"h{next(self.harness_numbers)}"
+        who = f"harness:{harness}"
+        needed = frozenset({"read"} if access == "read" else {"read", "write"})
+        lacked = not needed <= self.model.privileges(who, memory_id)
+        done = self.expect(principal, memory_id, "delete", lambda: self.harness_service.attach(
+            self.who(principal), harness, [Attachment(memory_id, access)]))
+        if done is None:
+            return
+        self.model.harnesses.append(who)
+        written = [g for g in self.world.grants.list(self.who(principal), memory_id)
+                   if g.principal == who and g.memory_id == memory_id]
+        assert len(written) == (1 if lacked else 0)
+        for g in written:
+            assert frozenset(g.privileges) == needed
+            self.model.grants[g.id] = (memory_id, who, needed)
+
+    # -- records: reads and writes as each principal -------------------------------------------
+
+    @rule(principal=st.sampled_from(PEOPLE), memory_id=memories, data=st.data())
+    def write(self, principal: str, memory_id: str, data: st.DataObject) -> None:
+        who = self.who(principal)
+        if data.draw(st.booleans(), label="revise"):
+            done = self.expect(principal, memory_id, "write", lambda: self.world.records.revise(
+                who, memory_id, self.latest[memory_id], {"content": "revised"}))
+        else:
+            done = self.expect(principal, memory_id, "write", lambda: self.world.records.remember(
+                who, memory_id, RecordInput("fact", "more", {})))
+        if done is not None:
+            self.latest[memory_id] = done.record.id
+            if "read" not in self.model.privileges(principal, memory_id):
+                assert "content" in done.withheld  # a write-only caller is not answered content
+
+    # -- every principal's answer on every memory, after every step ----------------------------
+
+    @invariant()
+    def every_answer_agrees_with_the_model(self) -> None:
+        for principal in [*PEOPLE, *self.model.harnesses]:
+            who = self.who(principal)
+            for memory_id in self.model.parent:
+                wanted = self.model.privileges(principal, memory_id)
+                got, view = outcome_of(lambda m=memory_id, w=who: self.world.memories.get(w, m))
+                assert (got is None) == bool(wanted), (principal, memory_id, wanted)
+                if view is not None:
+                    assert frozenset(view.privileges) == wanted, (principal, memory_id)
+                self.expect(principal, memory_id, "read", lambda m=memory_id, w=who: self.world.records.list(w, m))
+                self.expect(principal, memory_id, "delete", lambda m=memory_id, w=who: self.world.grants.list(w, m))
+
+
+AccessModel.TestCase.settings = settings(
+    max_examples=60, stateful_step_count=25, deadline=None, derandomize=True, database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+test_every_read_and_write_answer_agrees_with_the_reference_model = AccessModel.TestCase
