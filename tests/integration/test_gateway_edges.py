@@ -89,3 +89,31 @@ def test_one_log_line_per_request_with_no_content(alice: Client, caplog: pytest.
     assert "secret" not in logged
     assert "hidden-account" not in logged
     assert memory["id"] not in logged
+
+
+def _raw(gateway: LocalGateway, request: bytes) -> tuple[int, bytes, dict]:
+    host, port = gateway.server.server_address[:2]
+    with socket.create_connection((str(host), port), timeout=30) as raw:
+        raw.sendall(request)
+        answer = b""
+        while chunk := raw.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"Content-Type: application/json" in head
+    assert b"Connection: close" in head  # the connection cannot go on: where the next request starts is unknown
+    return int(head.split()[1]), head, json.loads(body)
+
+
+def test_a_content_length_that_is_not_a_number_is_400_json(gateway: LocalGateway) -> None:
+    status, _, body = _raw(gateway, b"POST /v1/memories HTTP/1.1\r\nHost: x\r\nContent-Length: ten\r\n\r\n{}")
+    assert (status, body["error"]["code"]) == (400, "invalid_request")
+
+
+def test_a_body_shorter_than_its_content_length_is_408_not_a_thread_held_forever(
+    gateway: LocalGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from uhp_memories.local import gateway as module
+
+    monkeypatch.setattr(module._RequestHandler, "timeout", 1)
+    status, _, body = _raw(gateway, b"POST /v1/memories HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{}")
+    assert (status, body["error"]["code"]) == (408, "request_timeout")

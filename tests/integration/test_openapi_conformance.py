@@ -61,7 +61,8 @@ def flatmap_path_parameters(context: schemathesis.HookContext, path_parameters: 
 
 
 # Framing headers are the HTTP server's, not the API's: a Content-Length that does not match the body is
-# the local gateway's to refuse (it is not the deployed code; API Gateway answers such a request itself).
+# the local gateway's to refuse (400 or 408, tests/integration/test_gateway_edges.py; API Gateway answers
+# such a request itself), so the document's operations are sent with their own framing.
 FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "host", "connection"})
 
 

@@ -91,7 +91,7 @@ def test_the_stream_brings_the_index_in_step_with_writes_revisions_and_erases(st
 
     # Erase's step that deletes the items, without its step that clears the index: the REMOVEs do it.
     targets = writer.removal.resolve_erase_targets("acme", memory_id, [other.id], None)
-    writer.removal.erase_records("acme", targets.chains)
+    writer.removal.erase_records("acme", targets)
     deliver(stage)
     assert found(stage, memory_id, "globex", include="all") == []  # REMOVE took its document away
     assert found(stage, memory_id, "acme") == [revised.id]

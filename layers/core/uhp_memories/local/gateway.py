@@ -239,6 +239,9 @@ def log_request(method: str, route: str | None, status: int, seconds: float) -> 
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "uhp-memories-local"
+    # A read that waits this long for bytes a client announced and never sent ends the request (408)
+    # instead of holding its thread until the client gives up; an idle kept-alive connection closes too.
+    timeout = 30
     # Headers and body go out in two writes: with Nagle's algorithm the body waits for the client to
     # acknowledge the headers, which a kept-alive client delays by up to 40 ms on every response.
     disable_nagle_algorithm = True
@@ -255,11 +258,21 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _answer(self, method: str, path: str) -> tuple[dict[str, Any], str | None]:
         """The answer, and the route template it was answered by (None: no route)."""
-        length = int(self.headers.get("Content-Length") or 0)
+        declared = (self.headers.get("Content-Length") or "0").strip()
+        if not declared.isdigit():
+            self.close_connection = True  # where the body ends is unknown: the connection cannot go on
+            return _answer(400, "invalid_request", "Content-Length is not a number of bytes"), None
+        length = int(declared)
         if length > MAX_BODY_BYTES:
             self.close_connection = True  # the body is not read
             return _answer(413, "request_too_large", "the request body is larger than 10 MiB"), None
-        body = self.rfile.read(length) if length else None
+        try:
+            body = self.rfile.read(length) if length else None
+        except TimeoutError:
+            body = None
+        if length and (body is None or len(body) < length):
+            self.close_connection = True  # a Content-Length longer than what came: nothing more is coming
+            return _answer(408, "request_timeout", "the request body ended before its Content-Length"), None
         if method == "GET":
             page = landing.answer(path, getattr(self.server, "base_url", ""))
             if page is not None:
