@@ -1,13 +1,12 @@
 """Consolidation runs (§9.2): background work that rewrites what a memory holds, made visible,
 bounded and reversible.
 
-The native consolidator runs no model. A run reads the memory's current records written since the
-last run (`read.through`, resumed at the exact record), oldest first, a step at a time (at most
-STEP_RECORDS records per step, so no step reads the whole memory and each fits a Lambda), within a
-budget in tokens: the MiniLM tokenizer's count of each record's text read, and the tokens a model
-reports for what it was asked and answered (`usage`). For
-each record it asks the search index for its neighbours in the memory (never a scan of the memory)
-and applies the rules of domain/merging.py:
+A run reads the memory's current records written since the last run (`read.through`, resumed at the
+exact record), oldest first, a step at a time (at most STEP_RECORDS records per step, so no step reads
+the whole memory and each fits a Lambda), within a budget in tokens: the MiniLM tokenizer's count of
+each record's text read, and the tokens a model reports for what it was asked and answered (`usage`).
+For each record it asks the search index for its neighbours in the memory (never a scan of the memory)
+and applies the rules of domain/merging.py, which need no model:
 - a repeat or a near duplicate of an older current record is forgotten (the older one stays);
 - a restatement of an older record's `attributes.key` with a later `valid_from` supersedes it: the
   older chain takes the newer statement as its next version, and the newer record is forgotten;
