@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from uhp_memories.domain.errors import MemoryInvalid
 from uhp_memories.domain.filters import Filter
@@ -29,6 +30,28 @@ TextOf = Callable[[RecordVersion], str]
 # GIL, so the two overlap (the process's GIL switch interval, which decides how promptly the model's
 # thread gets the GIL back, is set where the process builds its engine: bootstrap.build_recall_engine).
 _EMBEDDING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed-query")
+# A write's texts are embedded on these threads, started before its DynamoDB commit (embed_ahead), so
+# the model runs while the transaction does; a write of several texts (observe) is split across
+# both, as the model and Bedrock's HTTP call release the GIL (two: a Lambda of 1,769 MB has two
+# vCPUs, and so has the local machine this was measured on).
+WRITE_EMBEDDING_THREADS = 2
+_WRITE_EMBEDDING = ThreadPoolExecutor(max_workers=WRITE_EMBEDDING_THREADS, thread_name_prefix="embed-write")
+
+
+@dataclass(frozen=True)
+class EmbeddedAhead:
+    """Vectors on their way for the texts of a write's new versions (RecallEngine.embed_ahead): each
+    part, a run of consecutive texts (by place in `texts`), embedded on a thread of its own."""
+
+    texts: tuple[str, ...]
+    parts: tuple[tuple[tuple[int, ...], Future[list[list[float]]]], ...]
+
+    def vectors(self) -> dict[int, list[float]]:
+        """Place -> vector; waits for every part, and raises what the embedder raised."""
+        found: dict[int, list[float]] = {}
+        for places, part in self.parts:
+            found.update(zip(places, part.result(), strict=True))
+        return found
 
 
 def text_of(record: RecordVersion) -> str:
@@ -96,14 +119,33 @@ class RecallEngine:
         """The embedding model of this engine (an abstain threshold is calibrated per model)."""
         return self.embedder.model_id
 
-    def index_versions(self, versions: Sequence[RecordVersion], *, reuse_all: bool = False) -> None:
+    def embed_ahead(self, versions: Sequence[RecordVersion]) -> EmbeddedAhead:
+        """Start embedding the texts of a write's new versions now, on worker threads, so the model
+        runs while the write's DynamoDB transaction does; pass the handle to index_versions after
+        the commit. Several texts are split in runs across the threads."""
+        texts = tuple(self._text(v) for v in versions)
+        places = [i for i, text in enumerate(texts) if text.strip()]
+        runs = max(1, min(WRITE_EMBEDDING_THREADS, len(places)))
+        size = -(-len(places) // runs) if places else 0
+        parts = []
+        for start in range(0, len(places), size or 1):
+            run = tuple(places[start : start + size])
+            parts.append((run, _WRITE_EMBEDDING.submit(self.embedder.embed, [texts[i] for i in run])))
+        return EmbeddedAhead(texts, tuple(parts))
+
+    def index_versions(
+        self, versions: Sequence[RecordVersion], *, reuse_all: bool = False, ahead: EmbeddedAhead | None = None
+    ) -> None:
         """Index these versions (upsert). Call it after the DynamoDB commit with every version the
         write touched: remember -> [new]; revise -> [closed previous, new]; forget -> [closed].
 
         A closed version keeps the vector it was indexed with (looked up, not re-embedded); with
-        `reuse_all` every version is looked up first, which suits a replayed stream of old images."""
+        `reuse_all` every version is looked up first, which suits a replayed stream of old images.
+        `ahead` (embed_ahead of these versions) holds vectors already on their way: a text it
+        embedded is not embedded again."""
         texts = [self._text(v) for v in versions]
         embeddings: list[Sequence[float] | None] = [None] * len(versions)
+        early = ahead.vectors() if ahead is not None else {}
         missing: list[int] = []
         for i, (version, text) in enumerate(zip(versions, texts, strict=True)):
             if not text.strip():
@@ -113,6 +155,9 @@ class RecallEngine:
                 if known is not None and known.text == text and known.embedding is not None:
                     embeddings[i] = known.embedding
                     continue
+            if ahead is not None and i in early and i < len(ahead.texts) and ahead.texts[i] == text:
+                embeddings[i] = early[i]
+                continue
             missing.append(i)
         if missing:
             vectors = self.embedder.embed([texts[i] for i in missing])
