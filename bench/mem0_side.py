@@ -19,7 +19,7 @@ Protocol: one JSON request a line on standard input, one JSON answer a line on s
 Each answer carries `ms`, the time of the mem0 call alone, measured in this process (so mem0 pays no
 HTTP and no pipe: the comparison favours it).
   {"op": "add", "user": U, "messages": ["Speaker: text", ...]}   -> {"ids": [...], "ms": t}
-  {"op": "search", "user": U, "query": Q, "limit": K}             -> {"ids": [...], "ms": t}
+  {"op": "search", "user": U, "query": Q, "limit": K}    -> {"ids": [...], "ms": t, "embed_ms": e}
   {"op": "info"}                                                   -> {"mem0ai": version, ...}
 """
 
@@ -52,11 +52,15 @@ def build(folder: str) -> Any:
     class OurMiniLm(EmbeddingBase):  # mem0's custom-embedder interface over our embedder
         def __init__(self) -> None:
             super().__init__()
+            self.spent_ms = 0.0  # in the model, since the last call was timed (see serve)
             self.model = MiniLmEmbedder()
             self.model.load()
 
         def embed(self, text: Any, memory_action: Any = None) -> list[float]:
-            return self.model.embed([text])[0]
+            start = time.perf_counter()
+            vector = self.model.embed([text])[0]
+            self.spent_ms += (time.perf_counter() - start) * 1000
+            return vector
 
         def embed_batch(self, texts: Any, memory_action: Any = "add") -> list[list[float]]:
             return self.model.embed(list(texts))
@@ -95,10 +99,15 @@ def serve() -> None:
                 elapsed = (time.perf_counter() - start) * 1000
                 answer = {"ids": [r["id"] for r in added["results"]], "ms": elapsed}
             elif ask["op"] == "search":
+                memory.embedding_model.spent_ms = 0.0
                 start = time.perf_counter()
                 found = memory.search(ask["query"], filters={"user_id": ask["user"]}, top_k=ask["limit"])
                 elapsed = (time.perf_counter() - start) * 1000
-                answer = {"ids": [r["id"] for r in found["results"]], "ms": elapsed}
+                answer = {
+                    "ids": [r["id"] for r in found["results"]],
+                    "ms": elapsed,
+                    "embed_ms": memory.embedding_model.spent_ms,  # of `ms`, embedding the query
+                }
             elif ask["op"] == "info":
                 answer = {
                     "mem0ai": metadata.version("mem0ai"),
