@@ -20,6 +20,7 @@ from uhp_memories.domain.models import RecordVersion
 from uhp_memories.domain.recall import QueryNotEmbedded
 from uhp_memories.domain.timefmt import parse_instant
 from uhp_memories.search.errors import EmbeddingModelMismatch, SearchUnavailable
+from uhp_memories.search.periods import named_period
 from uhp_memories.search.ports import Embedder, Fusion, Hit, SearchDocument, SearchIndex, SearchRequest
 from uhp_memories.search.ranking import rank
 
@@ -222,5 +223,6 @@ class RecallEngine:
             limit=limit,
             fusion=fusion,
             also=tuple(also),
+            period=named_period(text, query),
         )
         return rank(self.index, request, self.fusion)
