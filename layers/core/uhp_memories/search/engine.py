@@ -20,8 +20,17 @@ from uhp_memories.domain.models import RecordVersion
 from uhp_memories.domain.recall import QueryNotEmbedded
 from uhp_memories.domain.timefmt import parse_instant
 from uhp_memories.search.errors import EmbeddingModelMismatch, SearchUnavailable
+from uhp_memories.search.fusion import query_terms
 from uhp_memories.search.periods import named_period
-from uhp_memories.search.ports import Embedder, Fusion, Hit, SearchDocument, SearchIndex, SearchRequest
+from uhp_memories.search.ports import (
+    CandidateQuery,
+    Embedder,
+    Fusion,
+    Hit,
+    SearchDocument,
+    SearchIndex,
+    SearchRequest,
+)
 from uhp_memories.search.ranking import rank
 
 logger = logging.getLogger(__name__)
@@ -185,6 +194,33 @@ class RecallEngine:
     def embedding(self, query: str) -> Future[list[float] | None]:
         """embed_query started on a worker thread (its future raises what embed_query raises)."""
         return _EMBEDDING.submit(self.embed_query, query)
+
+    def unmatched(
+        self,
+        tenant: str,
+        memory_id: str,
+        words: Sequence[str],
+        *,
+        filters: Filter | None = None,
+        types: Sequence[str] = (),
+        include: str = "active",
+        as_of: str | None = None,
+        also: Sequence[str] = (),
+    ) -> list[str]:
+        """The words no document of these memories that the request admits contains (each asked of
+        the text signal alone, one index call a word: a question names one or two)."""
+        missing = []
+        for word in words:
+            terms = tuple(query_terms(word))
+            if not terms:
+                continue
+            request = SearchRequest(
+                tenant=tenant, memory_id=memory_id, text=word, filters=filters, types=tuple(types),
+                include=include, as_of=as_of, limit=1, also=tuple(also),
+            )
+            if not self.index.candidates(request, CandidateQuery(depth=1, terms=terms)).get("text"):
+                missing.append(word)
+        return missing
 
     def drop_memory(self, tenant: str, memory_id: str) -> None:
         self.index.delete_memory(tenant, memory_id)
