@@ -937,7 +937,7 @@ def render_scale(results: list[dict[str, Any]]) -> list[str]:
                 if size <= 10_000:
                     target = f"p50 <= 25: {verdict(t['p50'], 25)}; p95 <= 60: {verdict(t['p95'], 60)}"
                 else:
-                    target = f"p95 <= 150: {verdict(t['p95'], 150)}"
+                    target = f"p95 <= 100 (issue 18): {verdict(t['p95'], 100)}"
             lines.append(
                 f"| {size:,} | {name} | {t['p50']:.1f} | {t['p95']:.1f} | {_ratio(t['p50'], base['p50'])} | "
                 f"{_ratio(t['p95'], base['p95'])} | {target} |"
