@@ -8,11 +8,11 @@ Levers (each a function of the question and the engine, above the index port):
   the question's words plus the seed's; a document that search finds gains `GAIN` x its score in
   it x the seed's share of the best first score. The evidence of a multi-hop question is spread
   over turns that share little with the question but something with each other.
-- `time`: the record's time, read at query time, as the product now does (search/periods.py,
-  Fusion.period_weight): a question that names a month and year ("in May 2023", "on 3 May, 2023")
-  is also ranked among the records whose `valid_from` falls in that month or the month after (what
-  was said later about it), and the two rankings merged. A question that names no period is
-  untouched. `default` is the same ranking with that lever off.
+- `time`: the record's time, read at query time: a question that names a month and year ("in May
+  2023", "on 3 May, 2023") is also ranked among the records whose `valid_from` falls in that month
+  or the month after (what was said later about it), and what it finds there gains `TIME_GAIN` x
+  its score there. A question that names no period is untouched. Measured, and not kept in the
+  product for its latency (docs/decisions.md, Recall).
 
 Usage: python bench/recall_levers.py   (writes bench/results/recall-levers.json)
 """
@@ -20,10 +20,12 @@ Usage: python bench/recall_levers.py   (writes bench/results/recall-levers.json)
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,21 +36,16 @@ import recall_locomo as locomo
 
 SEEDS = 3
 GAIN = 0.3
+TIME_GAIN = 0.5
+MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+               "november", "december"]
+MONTHS = {m: i for i, m in enumerate(MONTH_NAMES, 1)}
+NAMED_MONTH = re.compile(r"\b(?:(\d{1,2})\s+)?(" + "|".join(MONTHS) + r")\b(?:\s+(\d{1,2}))?,?\s+(\d{4})\b", re.I)
 
 Ranked = dict[str, float]  # record id -> score, best first
 
 
 def default(engine: Any, memory_id: str, question: str, limit: int) -> Ranked:
-    """The ranking without the period lever (Fusion.period_weight 0): the baseline of the others."""
-    from uhp_memories.search.ports import Fusion
-
-    hits = engine.search(locomo.TENANT, memory_id, query=question, text=question, limit=limit,
-                         fusion=Fusion(period_weight=0.0))
-    return {h.record_id: h.score for h in hits}
-
-
-def shipped(engine: Any, memory_id: str, question: str, limit: int) -> Ranked:
-    """The product's default ranking: with the period lever (search/periods.py, ranking.rank)."""
     hits = engine.search(locomo.TENANT, memory_id, query=question, text=question, limit=limit)
     return {h.record_id: h.score for h in hits}
 
@@ -75,16 +72,47 @@ def second(engine: Any, memory_id: str, question: str, limit: int, first: Ranked
     return dict(sorted(merged.items(), key=lambda item: -item[1]))
 
 
+def period(question: str) -> tuple[str, str] | None:
+    """The month a question names, with its year, and the month after: [start, end) as instants."""
+    found = NAMED_MONTH.search(question)
+    if not found:
+        return None
+    month, year = MONTHS[found.group(2).lower()], int(found.group(4))
+    start = datetime(year, month, 1, tzinfo=UTC)
+    after = month + 2
+    end = datetime(year + (after - 1) // 12, (after - 1) % 12 + 1, 1, tzinfo=UTC)
+    return start.strftime("%Y-%m-%dT%H:%M:%SZ"), end.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def timed(engine: Any, memory_id: str, question: str, limit: int, first: Ranked | None = None) -> Ranked:
+    from uhp_memories.domain.filters import parse_filter
+
+    first = first if first is not None else default(engine, memory_id, question, max(limit, 25))
+    window = period(question)
+    if window is None:
+        return first
+    within = parse_filter({"and": [
+        {"field": "time.valid_from", "op": "gte", "value": window[0]},
+        {"field": "time.valid_from", "op": "lt", "value": window[1]},
+    ]})
+    hits = engine.search(locomo.TENANT, memory_id, query=question, text=question, filters=within, limit=25)
+    merged = dict(first)
+    for hit in hits:
+        merged[hit.record_id] = merged.get(hit.record_id, 0.0) + TIME_GAIN * hit.score
+    return dict(sorted(merged.items(), key=lambda item: -item[1]))
+
+
 def both(engine: Any, memory_id: str, question: str, limit: int) -> Ranked:
-    return second(engine, memory_id, question, limit, shipped(engine, memory_id, question, max(limit, 25)))
+    first = default(engine, memory_id, question, max(limit, 25))
+    return timed(engine, memory_id, question, limit, second(engine, memory_id, question, limit, first))
 
 
-LEVERS: dict[str, Callable[..., Ranked]] = {"default": default, "second": second, "time": shipped, "both": both}
+LEVERS: dict[str, Callable[..., Ranked]] = {"default": default, "second": second, "time": timed, "both": both}
 
 
 def main() -> int:
     conversations = locomo.load_locomo(locomo.DEFAULT_DATA)
-    results: dict[str, Any] = {"machine": locomo.machine(), "seeds": SEEDS, "gain": GAIN}
+    results: dict[str, Any] = {"machine": locomo.machine(), "seeds": SEEDS, "gain": GAIN, "time_gain": TIME_GAIN}
     with locomo.local_server() as local:
         memories = []
         for conv in conversations:

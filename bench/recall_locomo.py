@@ -379,16 +379,10 @@ def quality(data_path: Path, with_mem0: bool = True) -> dict[str, Any]:
     default = Fusion()
     text_only, query_only, both = (lambda q: {"text": q}), (lambda q: {"query": q}), (lambda q: {"query": q, "text": q})
     runs = [
-        Run("BM25 alone", text_only, Fusion(query_weight=0.0, context_weight=0.0, period_weight=0.0),
-            "the baseline: FTS5 BM25"),
-        Run("MiniLM alone", query_only, Fusion(text_weight=0.0, context_weight=0.0, period_weight=0.0),
-            "cosine similarity, `query` only"),
-        Run("RRF k=60, no context", both, Fusion(method="rrf", k=60.0, context_weight=0.0, period_weight=0.0),
-            "the previous default"),
-        Run("relative fusion, no context", both, Fusion(context_weight=0.0, period_weight=0.0),
-            "the new fusion alone"),
-        Run("default without the named period", both, Fusion(period_weight=0.0),
-            "the default before issue 18's period lever"),
+        Run("BM25 alone", text_only, Fusion(query_weight=0.0, context_weight=0.0), "the baseline: FTS5 BM25"),
+        Run("MiniLM alone", query_only, Fusion(text_weight=0.0, context_weight=0.0), "cosine similarity, `query` only"),
+        Run("RRF k=60, no context", both, Fusion(method="rrf", k=60.0, context_weight=0.0), "the previous default"),
+        Run("relative fusion, no context", both, Fusion(context_weight=0.0), "the new fusion alone"),
         Run("default, text only", text_only, None, "`text` = question"),
         Run("default, query only", query_only, None, "`query` = question"),
         Run("default", both, None, "`query` = `text` = question"),

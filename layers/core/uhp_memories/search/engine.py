@@ -21,7 +21,6 @@ from uhp_memories.domain.recall import QueryNotEmbedded
 from uhp_memories.domain.timefmt import parse_instant
 from uhp_memories.search.errors import EmbeddingModelMismatch, SearchUnavailable
 from uhp_memories.search.fusion import query_terms
-from uhp_memories.search.periods import named_period
 from uhp_memories.search.ports import (
     CandidateQuery,
     Embedder,
@@ -259,6 +258,5 @@ class RecallEngine:
             limit=limit,
             fusion=fusion,
             also=tuple(also),
-            period=named_period(text, query),
         )
         return rank(self.index, request, self.fusion)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Container, Mapping, Sequence
-from dataclasses import replace
 from operator import itemgetter
 
 from uhp_memories.search.ports import CONTEXT, SIGNALS, Candidate, Fusion, Hit, SearchRequest
@@ -81,19 +80,6 @@ def fuse(
         memory_id = details.memory_id or request.memory_id
         hits.append(Hit(rid, details.chain_id, round(scores[rid], 6), tuple(why), signals, memory_id))
     return hits
-
-
-def within_period(asked: Sequence[Hit], inside: Sequence[Hit], weight: float, limit: int) -> list[Hit]:
-    """A request that names a period, ranked as asked and within the period, as one ranking: each
-    document's score (its score as asked, 0 when it was not found so) plus `weight` times its score
-    within the period, over 1 + weight (in [0, 1] still); best first, ties to the lower record id."""
-    found = {hit.record_id: hit for hit in inside}
-    found.update({hit.record_id: hit for hit in asked})  # as asked: its signals and why
-    scores = {hit.record_id: hit.score for hit in asked}
-    for hit in inside:
-        scores[hit.record_id] = scores.get(hit.record_id, 0.0) + weight * hit.score
-    order = heapq.nsmallest(limit, ((-score, rid) for rid, score in scores.items()))
-    return [replace(found[rid], score=round(-negative / (1.0 + weight), 6)) for negative, rid in order]
 
 
 def relative_factors(fusion: Fusion, legs: Mapping[str, Sequence[Candidate]]) -> dict[str, float]:

@@ -21,7 +21,6 @@ from typing import Any, NamedTuple, Protocol
 
 from uhp_memories.domain.filters import Filter
 from uhp_memories.domain.timefmt import parse_instant
-from uhp_memories.search.periods import Period
 
 INCLUDE_VALUES = ("active", "all")
 SIGNALS = ("query", "text", "filters")
@@ -100,10 +99,6 @@ class Fusion:
     context_weight: float = 0.7
     context_window: int = 2
     context_types: tuple[str, ...] = ("episode",)
-    # A request that names a month and its year (SearchRequest.period) is searched again within it,
-    # and a document's score becomes (own + period_weight * its score there) / (1 + period_weight);
-    # 0 turns it off. search/periods.py says why; 0.5 was set before it was measured, not tuned.
-    period_weight: float = 0.5
 
     def __post_init__(self) -> None:
         if self.method not in FUSION_METHODS:
@@ -118,8 +113,6 @@ class Fusion:
             raise ValueError("fusion context_weight must be between 0 and 1")
         if self.context_window < 0:
             raise ValueError("fusion context_window must be >= 0")
-        if not 0 <= self.period_weight <= 1:
-            raise ValueError("fusion period_weight must be between 0 and 1")
         object.__setattr__(self, "context_types", tuple(self.context_types))
 
     @property
@@ -153,9 +146,6 @@ class SearchRequest:
     # Memories searched together with memory_id (a recall with depth): one ranking, every signal on
     # one scale across them, each document still read inside its own memory.
     also: tuple[str, ...] = ()
-    # The month (and the month after) the question names, from search/periods.py: ranking lifts what
-    # the request finds with valid_from in it (Fusion.period_weight). None: no period named.
-    period: Period | None = None
 
     @property
     def memory_ids(self) -> tuple[str, ...]:

@@ -20,7 +20,6 @@ step had before ranking moved above the port (1.26x the search, side by side).
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 from uhp_memories.search.errors import SearchUnavailable
 from uhp_memories.search.fusion import (
@@ -30,7 +29,6 @@ from uhp_memories.search.fusion import (
     near_centres,
     query_terms,
     relative_factors,
-    within_period,
 )
 from uhp_memories.search.ports import (
     Candidate,
@@ -46,31 +44,11 @@ logger = logging.getLogger(__name__)
 Legs = dict[str, list[Candidate]]
 
 
-# How deep the two rankings of a request that names a period are read before they are merged.
-PERIOD_DEPTH = 25
-
-
 def rank(index: SearchIndex, request: SearchRequest, default: Fusion | None = None) -> list[Hit]:
     """At most `request.limit` hits, best first; every filter applies inside every signal.
     `default` is the fusion of a request that names none (Fusion() when None too). Raises what the
-    index's `candidates` raises.
-
-    A request that names a period (`request.period`, a question such as "what did she do in May
-    2023?") is ranked twice, as asked and within the period (valid_from in it, beside its own
-    filters), and the two merged (fusion.within_period): on the LoCoMo dev set R@10 0.786 -> 0.792,
-    temporal questions 0.827 -> 0.845, no category lower (bench/recall_levers.py); the price is the
-    second ranking, paid only by such requests."""
+    index's `candidates` raises."""
     fusion = request.fusion or default or Fusion()
-    period = request.period
-    if period is None or fusion.period_weight <= 0 or (request.vector is None and request.text is None):
-        return _rank(index, request, fusion)
-    deep = replace(request, limit=max(request.limit, PERIOD_DEPTH), period=None)
-    asked = _rank(index, deep, fusion)
-    inside = _rank(index, replace(deep, filters=period.within(request.filters)), fusion)
-    return within_period(asked, inside, fusion.period_weight, request.limit)
-
-
-def _rank(index: SearchIndex, request: SearchRequest, fusion: Fusion) -> list[Hit]:
     legs = candidates(index, request, fusion)
     context = None
     if fusion.method == "relative" and legs and "recency" not in legs:
