@@ -867,7 +867,9 @@ def render_quality(q: dict[str, Any]) -> list[str]:
         "",
         f"Trade-off of the abstain threshold (default for MiniLM: {cal['threshold']}): abstain when the "
         "best cosine similarity among the returned hits (default request, default limit) is below it. "
-        f"The default follows the rule \"{cal['rule']}\", which picks {cal['rule_threshold']:.2f} on this run.",
+        f"The default follows the rule \"{cal['rule']}\", which picks {cal['rule_threshold']:.2f} on this run. "
+        "The curve is similarity alone; the product also abstains on a weak match (below 0.50) that names "
+        "someone no record of the memory mentions (docs/decisions.md, Recall), which the first table includes.",
         "",
         "| threshold | answerable | adversarial | foreign |",
         "|---|---|---|---|",
