@@ -355,6 +355,22 @@ def test_recall_asks_the_index_whether_the_memory_mentions_the_names(
     assert (known.abstain, unknown.abstain) == (False, True)
 
 
+def test_a_names_check_the_index_cannot_answer_neither_fails_nor_abstains(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(CALIBRATED_NAMED_SIMILARITY, rig.engine.model_id, 1.01)
+    sales = rig.memory("Sales")
+    rig.remember(sales, "Acme renews in March")
+
+    def down(*args: Any, **kwargs: Any) -> list[str]:
+        raise SearchUnavailable("the search index did not answer")
+
+    monkeypatch.setattr(rig.engine, "unmatched", down)
+    answer = rig.service(AbstainPolicy(-1.0)).recall(ALICE, sales.id, RecallInput(query="When does Initech renew?"))
+    assert answer.results
+    assert answer.abstain is False
+
+
 def test_the_policy_never_abstains_on_a_text_only_request_that_matched() -> None:
     assert AbstainPolicy(0.99).abstain(RecallInput(text="t"), [Hit(signals={"text": 0.01})]) is False
 

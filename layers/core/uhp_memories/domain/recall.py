@@ -226,6 +226,16 @@ class AbstainPolicy:
         return bool(names) and bool(unmatched(names))
 
 
+def _unmatched(index: RecallIndex, tenant: str, memory_id: str, words: list[str], **request: Any) -> list[str]:
+    """The names no record mentions; none when the index cannot say (a recall that found its
+    results is not failed, nor abstained on, for the names check alone)."""
+    try:
+        return index.unmatched(tenant, memory_id, words, **request)
+    except Exception as error:  # the search has answered already: this only refines abstain
+        logger.warning("recall names check failed", extra={"error_type": type(error).__name__})
+        return []
+
+
 class RecallService:
     def __init__(
         self,
@@ -323,7 +333,8 @@ class RecallService:
                 searched_for,
                 [hit for _, _, _, hit in best],
                 getattr(index, "model_id", None),
-                unmatched=lambda words: index.unmatched(
+                unmatched=lambda words: _unmatched(
+                    index,
                     caller.tenant,
                     memory.id,
                     words,

@@ -42,7 +42,8 @@ _EMBEDDING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed-query")
 # A write's texts are embedded on these threads, started before its DynamoDB commit (embed_ahead), so
 # the model runs while the transaction does; a write of several texts (observe) is split across
 # both, as the model and Bedrock's HTTP call release the GIL (two: a Lambda of 1,769 MB has two
-# vCPUs, and so has the local machine this was measured on).
+# vCPUs, and so has the local machine). Side by side with embedding after the commit on the request
+# thread: remember 0.93x, observe of a session 0.81x p50 (docs/performance.md).
 WRITE_EMBEDDING_THREADS = 2
 _WRITE_EMBEDDING = ThreadPoolExecutor(max_workers=WRITE_EMBEDDING_THREADS, thread_name_prefix="embed-write")
 
