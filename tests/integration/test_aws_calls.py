@@ -5,9 +5,11 @@ to the service in AWS (the OpenSearch adapter answers each port call with one re
 embeds one text a call). docs/performance.md shows these counts in a table that this test reads:
 a row that no longer matches what an operation does fails here.
 
-Whatever the operation, it never reads a record once per hit or writes an item once per episode,
-and it makes at most one call to each store it touches, but for the DynamoDB round trips the table
-names (an access read, then the transaction or the read-back: the second needs the first's answer).
+Whatever the size of a write or the limit of a recall, the calls stay the same: no store is called
+once per hit, per episode or per record (the second test). Issue 18 asked for one round trip per
+store; DynamoDB takes two in a remember (the access read, then the transaction) and in a recall
+(the access reads, then the read-back of the hits), since the second needs the first's answer:
+docs/performance.md says so under the table.
 """
 
 from __future__ import annotations
