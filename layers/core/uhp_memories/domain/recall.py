@@ -100,7 +100,7 @@ class RecallIndex(Protocol):
         also: Sequence[str] = (),
     ) -> list[str]:
         """The words (lowercased) that no document these memories hold, as the request admits them,
-        contains: one index call per word."""
+        contains: one call to the index for all of them."""
         ...
 
 
@@ -193,8 +193,8 @@ class AbstainPolicy:
 
     A question whose best similarity is weak (below the model's CALIBRATED_NAMED_SIMILARITY) and that
     names someone or something (named_words) no record of the memory mentions is abstained on too:
-    it asks about people this memory never met. Names are checked only then: one index call a
-    name, for a few questions in a hundred."""
+    it asks about people this memory never met. Names are checked only then, in one index call
+    that stops at each name's first document."""
 
     min_query_similarity: float | None = None
 

