@@ -65,13 +65,15 @@ def best_by_words(
 
 
 def mentioned(db: sqlite3.Connection, scope: int, terms: Sequence[str], probe: Where) -> set[str]:
-    """The terms that some document passing `probe` contains: each query stops at its first row."""
+    """The terms that some document passing `probe` contains: each query stops at its first row.
+    CROSS JOIN keeps the FTS index the outer loop: left to choose, SQLite walked every document and
+    matched each against the word (362 ms for a word in none of 10,000 documents; 0.1 ms so)."""
     fts = fts_table(scope)
     where, params = probe
     found = set()
     for term in terms:
         row = db.execute(
-            f"SELECT 1 FROM {fts} JOIN docs d ON d.id = {fts}.rowid WHERE {fts} MATCH ? AND {where} LIMIT 1",
+            f"SELECT 1 FROM {fts} CROSS JOIN docs d ON d.id = {fts}.rowid WHERE {fts} MATCH ? AND {where} LIMIT 1",
             [_phrase(term), *params],
         ).fetchone()
         if row is not None:
