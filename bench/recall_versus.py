@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -50,11 +51,61 @@ def serve(tree: Path, size: int) -> None:
         sys.stdin.read()
 
 
+def side_by_side_writes(
+    session: Any, where: dict[str, Any], names: list[str], count: int
+) -> dict[tuple[str, str], list[float]]:
+    """`count` turns remembered one at a time, then observed in session batches, into each server's
+    memory, alternating which server goes first: each write's time, by server and kind."""
+    turns = [t for c in locomo.load_locomo(locomo.DEFAULT_DATA) for t in c.turns][:count]
+    samples: dict[tuple[str, str], list[float]] = {(n, k): [] for n in names for k in ("remember", "observe")}
+
+    def post(name: str, path: str, body: Any) -> float:
+        url = f"{where[name]['url']}/v1/memories/{where[name]['memory']}{path}"
+        start = time.perf_counter()
+        answer = session.post(url, json=body, headers={"x-api-key": locomo.KEY}, timeout=120)
+        answer.raise_for_status()
+        return (time.perf_counter() - start) * 1000
+
+    for n, turn in enumerate(turns):
+        body = {**locomo.episodes_of([turn])[0], "type": "fact"}
+        for name in names if n % 2 else list(reversed(names)):
+            samples[(name, "remember")].append(post(name, "/records", body))
+    for n, batch in enumerate(locomo.session_batches(turns)):
+        body = {"episodes": locomo.episodes_of(batch)}
+        for name in names if n % 2 else list(reversed(names)):
+            samples[(name, "observe")].append(post(name, "/observe", body))
+    return samples
+
+
+def report(args: Any, baseline: str, trees: list[str], samples: dict[tuple[str, str], list[float]]) -> None:
+    """Print the run, add it to the log and rebuild docs/benchmarks.md."""
+    print(f"{args.size:,} records in one memory, {args.searches} questions, through each local gateway")
+    for (name, kind), values in samples.items():
+        p50, p95 = statistics.median(values), locomo.percentile(values, 0.95)
+        print(f"  {name:28s} {kind:10s} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms")
+    run: dict[str, Any] = {
+        "size": args.size,
+        "at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"),
+        "baseline": baseline,
+        "commit": locomo._commit(),
+        "searches": args.searches,
+    }
+    for kind in [*ASKS, *(("remember", "observe") if args.writes else ())]:
+        base, now = ([statistics.median(v), locomo.percentile(v, 0.95)] for v in (samples[(n, kind)] for n in trees))
+        run[kind] = {"baseline": [round(x, 1) for x in base], "now": [round(x, 1) for x in now]}
+        print(f"  {kind}: this checkout / baseline = {now[0] / base[0]:.2f}x (p50)")
+    run["load"] = [round(v, 2) for v in os.getloadavg()]
+    with locomo.VERSUS_LOG.open("a") as log:
+        log.write(json.dumps(run) + "\n")
+    locomo.render()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("baseline", nargs="?", help="a commit (the baseline)")
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--searches", type=int, default=400)
+    parser.add_argument("--writes", type=int, default=0, help="then remember, and observe, this many turns on each")
     parser.add_argument("--serve", metavar="TREE", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -106,30 +157,16 @@ def main() -> int:
                 for kind, body in ASKS.items():
                     for name in order:
                         samples[(name, kind)].append(recall(name, body(question)))
+            if args.writes:
+                writes = side_by_side_writes(session, where, list(trees), args.writes)
+                samples.update(writes)
         finally:
             for server in servers.values():
                 if server.stdin:
                     server.stdin.close()
                 server.wait(timeout=60)
             subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=ROOT, check=False)
-    print(f"{args.size:,} records in one memory, {args.searches} questions, through each local gateway")
-    for (name, kind), values in samples.items():
-        p50, p95 = statistics.median(values), locomo.percentile(values, 0.95)
-        print(f"  {name:28s} {kind:10s} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms")
-    run: dict[str, Any] = {
-        "size": args.size,
-        "at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"),
-        "baseline": baseline,
-        "commit": locomo._commit(),
-        "searches": args.searches,
-    }
-    for kind in ASKS:
-        base, now = ([statistics.median(v), locomo.percentile(v, 0.95)] for v in (samples[(n, kind)] for n in trees))
-        run[kind] = {"baseline": [round(x, 1) for x in base], "now": [round(x, 1) for x in now]}
-        print(f"  {kind}: this checkout / baseline = {now[0] / base[0]:.2f}x (p50)")
-    with locomo.VERSUS_LOG.open("a") as log:
-        log.write(json.dumps(run) + "\n")
-    locomo.render()
+    report(args, baseline, list(trees), samples)
     return 0
 
 

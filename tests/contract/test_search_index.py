@@ -248,6 +248,25 @@ def test_no_signal_ever_reaches_another_memory_or_tenant(index: SearchIndex) -> 
         assert ids(rank(index, request)) == [rid(1)], request
 
 
+def test_mentioned_names_the_words_an_admitted_document_holds(index: SearchIndex) -> None:
+    index.index(
+        [
+            doc(1, "Caroline went to the support group", attributes={"speaker": "caroline"}),
+            doc(2, "Melanie painted a sunset", attributes={"speaker": "melanie"}),
+            doc(3, "Jolene plays the guitar", memory=OTHER_MEMORY),
+            doc(4, "Oscar forgot the keys", status="forgotten"),
+            doc(5, "Zebulon lives elsewhere", tenant=OTHER_TENANT),
+        ]
+    )
+    words = ["caroline", "melanie", "jolene", "oscar", "zebulon", "nobody"]
+    assert index.mentioned(ask(), words) == {"caroline", "melanie"}
+    assert index.mentioned(ask(include="all"), words) == {"caroline", "melanie", "oscar"}
+    only_melanie = {"field": "attributes.speaker", "op": "eq", "value": "melanie"}
+    assert index.mentioned(ask(filters=only_melanie), words) == {"melanie"}
+    assert index.mentioned(ask(also=(OTHER_MEMORY,)), words) == {"caroline", "melanie", "jolene"}
+    assert index.mentioned(ask(), []) == frozenset()
+
+
 THIRD_MEMORY = "hmem_" + "d" * 32
 
 

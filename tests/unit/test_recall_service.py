@@ -16,6 +16,7 @@ from uhp_memories.domain.errors import MemoryForbidden, MemoryInvalid, MemoryNot
 from uhp_memories.domain.limits import MAX_DEPTH, RECALL_LIMIT_MAX
 from uhp_memories.domain.models import Memory
 from uhp_memories.domain.recall import (
+    CALIBRATED_NAMED_SIMILARITY,
     CALIBRATED_SIMILARITY,
     QUERY_NOT_EMBEDDED,
     UNCALIBRATED_SIMILARITY,
@@ -25,6 +26,7 @@ from uhp_memories.domain.recall import (
     RecallInput,
     RecallService,
     best_similarity,
+    named_words,
 )
 from uhp_memories.domain.records import RecordInput, RecordService
 from uhp_memories.search.embedded import EmbeddedSearchIndex
@@ -295,6 +297,78 @@ def test_the_policy_abstains_when_the_best_similarity_is_below_the_threshold() -
     assert policy.abstain(RecallInput(query="q"), weak) is True
     assert policy.abstain(RecallInput(query="q"), [*weak, Hit(signals={"query": 0.5})]) is False
     assert policy.abstain(RecallInput(query="q"), [Hit(signals={"text": 1.0})]) is True  # no similarity
+
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2:onnx-int8-u8u8"
+
+
+@pytest.mark.parametrize(
+    ("question", "names"),
+    [
+        ("What is Caroline's identity?", ["caroline"]),
+        ("Did Nate and Joanna meet? Answer yes or no.", ["nate", "joanna"]),  # "Answer" starts a sentence
+        ('Would Melanie enjoy "The Four Seasons" by Vivaldi?', ["melanie", "vivaldi"]),  # a title is no name
+        ("What did Mel paint on October 13, 2023?", ["mel"]),  # a month is no name
+        ("When did John run a 5K with Dr Smith?", ["john", "smith"]),
+        ("what did she say?", []),
+    ],
+)
+def test_the_names_a_question_uses(question: str, names: list[str]) -> None:
+    assert named_words(question) == names
+
+
+def test_a_weak_match_naming_someone_the_memory_never_mentions_abstains() -> None:
+    policy = AbstainPolicy()
+    threshold, named = CALIBRATED_SIMILARITY[MINILM], CALIBRATED_NAMED_SIMILARITY[MINILM]
+    weak = [Hit(signals={"query": (threshold + named) / 2})]
+    asked: list[list[str]] = []
+
+    def nobody(words: list[str]) -> list[str]:
+        asked.append(words)
+        return words
+
+    def everybody(words: list[str]) -> list[str]:
+        return []
+
+    question = RecallInput(query="What did Caroline research?")
+    assert policy.abstain(question, weak, MINILM, unmatched=nobody) is True
+    assert asked == [["caroline"]]
+    assert policy.abstain(question, weak, MINILM, unmatched=everybody) is False
+    assert policy.abstain(RecallInput(query="what did she research?"), weak, MINILM, unmatched=nobody) is False
+    strong = [Hit(signals={"query": named})]
+    assert policy.abstain(question, strong, MINILM, unmatched=nobody) is False  # names not even asked
+    assert asked == [["caroline"]]
+    assert policy.abstain(question, weak, "a-model-not-calibrated", unmatched=nobody) is False
+
+
+def test_recall_asks_the_index_whether_the_memory_mentions_the_names(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(CALIBRATED_NAMED_SIMILARITY, rig.engine.model_id, 1.01)  # every match is weak
+    sales = rig.memory("Sales")
+    rig.remember(sales, "Acme renews in March with Globex")
+    service = rig.service(AbstainPolicy(-1.0))
+    known = service.recall(ALICE, sales.id, RecallInput(query="When does Globex renew with Acme?"))
+    unknown = service.recall(ALICE, sales.id, RecallInput(query="When does Initech renew with Acme?"))
+    assert known.results
+    assert unknown.results
+    assert (known.abstain, unknown.abstain) == (False, True)
+
+
+def test_a_names_check_the_index_cannot_answer_neither_fails_nor_abstains(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(CALIBRATED_NAMED_SIMILARITY, rig.engine.model_id, 1.01)
+    sales = rig.memory("Sales")
+    rig.remember(sales, "Acme renews in March")
+
+    def down(*args: Any, **kwargs: Any) -> list[str]:
+        raise SearchUnavailable("the search index did not answer")
+
+    monkeypatch.setattr(rig.engine, "unmatched", down)
+    answer = rig.service(AbstainPolicy(-1.0)).recall(ALICE, sales.id, RecallInput(query="When does Initech renew?"))
+    assert answer.results
+    assert answer.abstain is False
 
 
 def test_the_policy_never_abstains_on_a_text_only_request_that_matched() -> None:

@@ -116,19 +116,40 @@ class TypeCatalog(Protocol):
 class VersionIndex(Protocol):
     """The recall index as writes see it (uhp_memories.search.RecallEngine)."""
 
-    def index_versions(self, versions: Sequence[RecordVersion]) -> None:
+    def embed_ahead(self, versions: Sequence[RecordVersion]) -> Any:
+        """Start embedding these new versions' texts while the write commits; the handle goes to
+        index_versions (`ahead`). Nothing is indexed before the commit."""
+        ...
+
+    def index_versions(self, versions: Sequence[RecordVersion], *, ahead: Any = None) -> None:
         ...
 
 
-def index_after_commit(index: Callable[[], VersionIndex | None] | None, versions: Sequence[RecordVersion]) -> None:
+def embed_ahead(index: Callable[[], VersionIndex | None] | None, versions: Sequence[RecordVersion]) -> Any:
+    """The embedding of a write's new versions, started before its commit so the two overlap (None
+    without an index). A failure here is the indexing's, never the write's: it surfaces, and is
+    logged, in index_after_commit."""
+    engine = index() if index is not None else None
+    if engine is None or not versions:
+        return None
+    try:
+        return engine.embed_ahead(versions)
+    except Exception as error:  # the write goes on; index_after_commit embeds again
+        logger.warning("embedding ahead of commit failed", extra={"error_type": type(error).__name__})
+        return None
+
+
+def index_after_commit(
+    index: Callable[[], VersionIndex | None] | None, versions: Sequence[RecordVersion], ahead: Any = None
+) -> None:
     """Index what a write committed, so recall reads its own writes in the common case. DynamoDB
     holds the write already: an indexing failure is logged, never the write's failure (the stream
-    indexer, or `uhp-memories reindex`, catches the index up)."""
+    indexer, or `uhp-memories reindex`, catches the index up). `ahead`: embed_ahead's handle."""
     engine = index() if index is not None else None
     if engine is None or not versions:
         return
     try:
-        engine.index_versions(versions)
+        engine.index_versions(versions, ahead=ahead)
     except Exception as error:  # any failure here must not fail a committed write
         logger.warning("indexing after commit failed", extra={"error_type": type(error).__name__})
 
@@ -172,12 +193,14 @@ class RecordService:
         record = record.evolve(origin=terms.origin)
         if _is_file(given.content):
             record = record.evolve(content=self._attach(caller, given.content, memory_id, record.chain_id))
+        # The text is embedded while DynamoDB commits (see search/engine.py, embed_ahead).
+        ahead = embed_ahead(self._index, [record])
         try:
             self._ports.records.append_first(record, terms.conditions)
         except TreeChanged:
             raise MemoryNotFound(memory_id) from None
         self._release_upload(caller, record)
-        self._indexed([record])
+        index_after_commit(self._index, [record], ahead)
         return self._view(access, record)
 
     def observe(self, caller: Caller, memory_id: str, episodes: list[RecordInput]) -> list[RecordView]:
@@ -193,11 +216,12 @@ class RecordService:
                 raise MemoryInvalid("observe takes episodes; remember writes other types")
             self._check_input(given)
         records = [self._first_version(caller, memory_id, given, written_at) for given in episodes]
+        ahead = embed_ahead(self._index, records)
         try:
             self._ports.records.append_many(records)
         except TreeChanged:
             raise MemoryNotFound(memory_id) from None
-        self._indexed(records)
+        index_after_commit(self._index, records, ahead)
         return [self._view(access, record) for record in records]
 
     def revise(

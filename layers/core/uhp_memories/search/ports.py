@@ -296,6 +296,13 @@ class SearchIndex(Protocol):
         admitted. A vector of another size raises EmbeddingModelMismatch."""
         ...
 
+    def mentioned(self, request: SearchRequest, terms: Sequence[str]) -> frozenset[str]:
+        """Those of these words (lowercased, as fusion.query_terms gives them) that at least one
+        document the request admits contains, as the text signal matches words; each search stops
+        at the first such document, so a word in thousands of documents costs no more than in one.
+        One round trip for all of them."""
+        ...
+
     def similarities(self, request: SearchRequest, documents: Sequence[Candidate]) -> dict[str, float]:
         """The cosine similarity of the request's vector to each of these documents, by record id,
         exact. A document that has no vector, or is not in one of the request's memories, is left out

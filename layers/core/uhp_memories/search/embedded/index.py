@@ -24,7 +24,7 @@ from uhp_memories.search.embedded.log import Admitted, EpisodeLog
 from uhp_memories.search.embedded.sql import PROBE_MAX, Admission
 from uhp_memories.search.embedded.store import DocumentStore, instant
 from uhp_memories.search.embedded.vectors import VectorBlock, nearest_rows, similarity, unit_vector
-from uhp_memories.search.embedded.words import COMMON_DOCS, best_by_words
+from uhp_memories.search.embedded.words import COMMON_DOCS, best_by_words, mentioned
 from uhp_memories.search.ports import Candidate, CandidateQuery, LogStretches, SearchDocument, SearchRequest
 
 # BM25 of a query + text request runs on these while the request's vectors are scored (candidates):
@@ -142,6 +142,17 @@ class EmbeddedSearchIndex:
                 if (scope := self._store.scope(request.tenant, memory_id)) is not None
             ]
         return _merged(found, asked)
+
+    def mentioned(self, request: SearchRequest, terms: Sequence[str]) -> frozenset[str]:
+        found: set[str] = set()
+        with self._lock:
+            for memory_id in request.memory_ids:
+                scope = self._store.scope(request.tenant, memory_id)
+                left = [t for t in terms if t not in found]
+                if scope is not None and left:
+                    probe = Admission.of(self._store.db, request, scope).probe
+                    found |= mentioned(self._store.db, scope, left, probe)
+        return frozenset(found)
 
     def _candidates_in(
         self, request: SearchRequest, scope: int, memory_id: str, query: np.ndarray | None, asked: CandidateQuery

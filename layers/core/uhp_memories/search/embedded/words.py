@@ -64,6 +64,23 @@ def best_by_words(
     return [_new(Candidate, (r[0], r[1], memory_id, r[2], r[3], float(r[4]))) for r in rows]
 
 
+def mentioned(db: sqlite3.Connection, scope: int, terms: Sequence[str], probe: Where) -> set[str]:
+    """The terms that some document passing `probe` contains: each query stops at its first row.
+    CROSS JOIN keeps the FTS index the outer loop: left to choose, SQLite walked every document and
+    matched each against the word (362 ms for a word in none of 10,000 documents; 0.1 ms so)."""
+    fts = fts_table(scope)
+    where, params = probe
+    found = set()
+    for term in terms:
+        row = db.execute(
+            f"SELECT 1 FROM {fts} CROSS JOIN docs d ON d.id = {fts}.rowid WHERE {fts} MATCH ? AND {where} LIMIT 1",
+            [_phrase(term), *params],
+        ).fetchone()
+        if row is not None:
+            found.add(term)
+    return found
+
+
 def _best_current(
     db: sqlite3.Connection,
     fts: str,

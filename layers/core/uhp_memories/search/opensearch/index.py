@@ -29,6 +29,7 @@ from uhp_memories.search.opensearch.queries import (
     doc_id,
     index_body,
     knn_body,
+    mention_body,
     neighbours_body,
     recency_body,
     similarity_body,
@@ -179,6 +180,13 @@ class OpenSearchIndex:
         if "query" in legs and asked.min_similarity is not None:
             legs["query"] = [c for c in legs["query"] if c.score > asked.min_similarity]
         return legs
+
+    def mentioned(self, request: SearchRequest, terms: Sequence[str]) -> frozenset[str]:
+        if not terms:
+            return frozenset()
+        self.ensure_index()
+        answers = self._msearch([mention_body(request, term) for term in terms], ["mention"] * len(terms))
+        return frozenset(term for term, hits in zip(terms, answers, strict=True) if hits)
 
     def similarities(self, request: SearchRequest, documents: Sequence[Candidate]) -> dict[str, float]:
         if request.vector is None or not documents:

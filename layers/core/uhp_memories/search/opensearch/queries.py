@@ -214,6 +214,16 @@ def bm25_body(request: SearchRequest, terms: Sequence[str], depth: int) -> dict[
     }
 
 
+def mention_body(request: SearchRequest, term: str) -> dict[str, Any]:
+    """Whether any admitted document holds the word: the first one found is enough."""
+    return {
+        "size": 1,
+        "terminate_after": 1,
+        "_source": ["record_id"],
+        "query": {"bool": {"filter": filter_clauses(request), "must": [{"match": {"text": {"query": term}}}]}},
+    }
+
+
 def recency_body(request: SearchRequest, limit: int) -> dict[str, Any]:
     return {
         "size": limit,
