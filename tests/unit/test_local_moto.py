@@ -226,6 +226,47 @@ def test_batch_reads_answer_as_moto_does_up_to_the_16_mb_limit(dynamodb: Any, mo
     assert 0 < len(fast["Responses"][TABLE]) < len(keys)
 
 
+def test_new_items_are_refused_past_the_item_limit_as_moto_refuses_them(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new item is sized once, not once per attribute: the same items stored, the same refused
+    (ValidationException, past 405,000 bytes), by a put and by a transaction alike."""
+    from botocore.exceptions import ClientError
+    from moto.dynamodb.models.dynamo_type import Item, LimitedSizeDict
+
+    client = dynamodb
+    checks: list[str] = []
+    check = LimitedSizeDict.__setitem__
+    monkeypatch.setattr(LimitedSizeDict, "__setitem__", lambda d, k, v: checks.append(k) or check(d, k, v))
+
+    def outcomes() -> list[str]:
+        seen = []
+        for n, spread in enumerate((1, 4, 40)):
+            for total in (404_000, 406_000):  # the attributes' own bytes; names and keys add a few
+                item = {"PK": {"S": f"p{n}-{total}"}, "SK": {"S": "k"}}
+                item |= {f"a{i:02d}": {"S": "x" * (total // spread)} for i in range(spread)}
+                for write in ("put", "transaction"):
+                    item["SK"] = {"S": write}
+                    try:
+                        if write == "put":
+                            client.put_item(TableName=TABLE, Item=item)
+                        else:
+                            client.transact_write_items(TransactItems=[{"Put": {"TableName": TABLE, "Item": item}}])
+                        seen.append("stored")
+                    except ClientError as error:
+                        seen.append(error.response["Error"]["Code"] + ": " + error.response["Error"]["Message"])
+        return seen
+
+    fast = outcomes()
+    assert not checks  # no per-attribute walk for a new item
+    for item in every_item(client):
+        client.delete_item(TableName=TABLE, Key={"PK": item["PK"], "SK": item["SK"]})
+    monkeypatch.setattr(Item, "__init__", Item.__init__.__wrapped__)  # type: ignore[attr-defined]
+    assert outcomes() == fast
+    assert checks  # moto's own walk ran
+    assert set(fast) >= {"stored"} and len(set(fast)) > 1  # some stored, some refused
+
+
 def test_each_response_class_is_listed_once_and_as_moto_lists_it(dynamodb: Any) -> None:
     import moto.core.responses as responses
     from moto.dynamodb.responses import DynamoHandler

@@ -25,6 +25,7 @@ from uhp_memories.local.patches import (
     WrittenFor,
     moto_action_names,
     moto_dynamodb_batch_sizes,
+    moto_dynamodb_item_sizes,
     moto_dynamodb_journal,
     moto_dynamodb_queries,
     moto_dynamodb_transactions,
@@ -40,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PATCH_MODULES = [
     moto_action_names,
     moto_dynamodb_batch_sizes,
+    moto_dynamodb_item_sizes,
     moto_dynamodb_queries,
     moto_dynamodb_transactions,
     moto_dynamodb_wire_json,
@@ -59,6 +61,7 @@ PATCHED = [
     ("moto.dynamodb.models.table", "Table", "put_item"),
     ("moto.dynamodb.responses", "DynamoResult", "execute_result"),
     ("moto.dynamodb.responses", "DynamoHandler", "batch_get_item"),
+    ("moto.dynamodb.models.dynamo_type", "Item", "__init__"),
     ("moto.awslambda_simple.models", "LambdaSimpleBackend", "invoke"),
     ("moto.stepfunctions.models", "StateMachine", "__deepcopy__"),
     *(

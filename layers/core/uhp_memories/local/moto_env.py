@@ -25,6 +25,7 @@ from uhp_memories.local.patches import (
     install_all,
     moto_action_names,
     moto_dynamodb_batch_sizes,
+    moto_dynamodb_item_sizes,
     moto_dynamodb_journal,
     moto_dynamodb_queries,
     moto_dynamodb_transactions,
@@ -55,6 +56,7 @@ MOTO_DYNAMODB_SPEEDUPS: tuple[PatchModule, ...] = (
     moto_dynamodb_queries,
     moto_dynamodb_wire_json,
     moto_dynamodb_batch_sizes,
+    moto_dynamodb_item_sizes,
 )
 
 
