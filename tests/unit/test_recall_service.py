@@ -4,6 +4,7 @@ embedded, limits, and every hit read back from the record repository."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -244,6 +245,33 @@ def test_parent_and_children_are_named_where_the_caller_may_read(rig: Rig) -> No
     as_bob = rig.recall(BOB, sales.id, text="anything")
     assert as_bob.parent is None  # bob cannot read Company: it is not named
     assert [c.id for c in as_bob.children] == [north.id]  # the restricted Board is not named
+
+
+def test_at_depth_zero_the_children_are_read_while_the_search_runs(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a reader can go from here is read beside the search, not before it: the children's read
+    waits here until the search has started, and the recall still answers, with them."""
+    team = rig.memory("Team")
+    notes = rig.memory("Notes", team)
+    rig.remember(team, "the launch is on Friday")
+    searching = threading.Event()
+    children_read = rig.world.ports.memories.children
+    search = rig.engine.search
+
+    def children_once_searching(tenant: str, parent_id: str) -> list[Memory]:
+        assert searching.wait(timeout=10), "the children were read before the search started"
+        return children_read(tenant, parent_id)
+
+    def search_then_let_the_children_be_read(*args: Any, **kwargs: Any) -> Any:
+        searching.set()
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(rig.world.ports.memories, "children", children_once_searching)
+    monkeypatch.setattr(rig.engine, "search", search_then_let_the_children_be_read)
+    answer = rig.recall(ALICE, team.id, text="launch")
+    assert contents(answer) == ["the launch is on Friday"]
+    assert [c.id for c in answer.children] == [notes.id]
 
 
 def test_a_child_the_caller_may_only_write_is_not_named(rig: Rig) -> None:

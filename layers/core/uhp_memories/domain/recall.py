@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -26,6 +26,8 @@ from uhp_memories.domain.records import INCLUDE_VALUES, RecordService, RecordVie
 
 logger = logging.getLogger(__name__)
 RECALL_LIMIT_DEFAULT = 10
+# Reads a recall makes beside its search (one a request; a Lambda runs one request at a time).
+_BESIDE = ThreadPoolExecutor(max_workers=4, thread_name_prefix="recall-beside")
 
 
 class MemoryUnavailable(DomainError):
@@ -274,11 +276,18 @@ class RecallService:
             degraded.append(f"depth:capped_at_{MAX_DEPTH}")
         if index is None:
             raise MemoryUnavailable("the search index of this provider is not connected")
-        # Searched while the query was embedded: this memory and the descendants `depth` reaches,
-        # and where a reader can go from here.
-        below = self._ports.memories.children(caller.tenant, memory.id)  # read once, for both
-        searched = self._memories_to_search(access, memory, depth, below)
-        parent, children = self._memories.neighbours(access, memory, below)
+        # Where a reader can go from here (the parent and the readable children) is read beside the
+        # search when the search does not need the children (depth 0, the common request): one
+        # DynamoDB round trip fewer in the recall's own time. Deeper, the children are read once,
+        # for both. The access view is used by one thread at a time: the search does not read it.
+        beside: Future[tuple[MemorySummary | None, list[MemorySummary]]] | None = None
+        if depth == 0:
+            searched = [memory]
+            beside = _BESIDE.submit(self._memories.neighbours, access, memory)
+        else:
+            below = self._ports.memories.children(caller.tenant, memory.id)
+            searched = self._memories_to_search(access, memory, depth, below)
+            parent, children = self._memories.neighbours(access, memory, below)
         # Embedded once, the query serves every memory the recall searches (depth).
         searched_for = request
         try:
@@ -307,6 +316,8 @@ class RecallService:
             vector=vector,
             also=[m.id for m in searched[1:]],
         )
+        if beside is not None:
+            parent, children = beside.result()
         by_memory: dict[str, list[SearchHit]] = {}
         for hit in hits:
             by_memory.setdefault(hit.memory_id or memory.id, []).append(hit)
