@@ -93,3 +93,30 @@ def test_vectors_made_ahead_for_other_texts_are_not_used(engine: RecallEngine, w
     document = engine.index.get(ALICE.tenant, memory.id, first.id)
     assert document is not None
     assert list(document.embedding or ()) == pytest.approx(HashingEmbedder(64).embed([changed.content])[0])
+
+
+def test_while_one_thread_embeds_a_long_text_the_other_takes_every_other_text(engine: RecallEngine, world: World) -> None:
+    """A write's texts are handed out one at a time, longest first, to whichever thread is free: a
+    slow text holds up only itself (halves fixed in advance left one thread idle behind it)."""
+
+    class SlowOnTheLongest(CountingEmbedder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.thread_of: dict[str, str] = {}
+
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            for text in texts:
+                self.thread_of[text] = threading.current_thread().name
+                if text.startswith("long"):
+                    threading.Event().wait(0.3)
+            return super().embed(texts)
+
+    embedder = SlowOnTheLongest()
+    slow = RecallEngine(engine.index, embedder)
+    records = RecordService(world.ports, world.memories, None, lambda: slow)
+    memory = world.memories.create(ALICE, name="m").memory
+    texts = ["short one", "long " + "words " * 40, "short two", "short three", "short four"]
+    records.observe(ALICE, memory.id, [RecordInput("episode", t, {}) for t in texts])
+    long_thread = embedder.thread_of[texts[1]]
+    others = {embedder.thread_of[t] for t in texts if t != texts[1]}
+    assert len(others) == 1 and long_thread not in others  # the other thread took all four

@@ -50,7 +50,7 @@ _WRITE_EMBEDDING = ThreadPoolExecutor(max_workers=WRITE_EMBEDDING_THREADS, threa
 @dataclass(frozen=True)
 class EmbeddedAhead:
     """Vectors on their way for the texts of a write's new versions (RecallEngine.embed_ahead): each
-    part, a run of consecutive texts (by place in `texts`), embedded on a thread of its own."""
+    part, the places in `texts` of what one task embeds (one text a task), and its future."""
 
     texts: tuple[str, ...]
     parts: tuple[tuple[tuple[int, ...], Future[list[list[float]]]], ...]
@@ -131,16 +131,14 @@ class RecallEngine:
     def embed_ahead(self, versions: Sequence[RecordVersion]) -> EmbeddedAhead:
         """Start embedding the texts of a write's new versions now, on worker threads, so the model
         runs while the write's DynamoDB transaction does; pass the handle to index_versions after
-        the commit. Several texts are split in runs across the threads."""
+        the commit. Several texts are shared out across the threads as they come free."""
         texts = tuple(self._text(v) for v in versions)
-        places = [i for i, text in enumerate(texts) if text.strip()]
-        runs = max(1, min(WRITE_EMBEDDING_THREADS, len(places)))
-        size = -(-len(places) // runs) if places else 0
-        parts = []
-        for start in range(0, len(places), size or 1):
-            run = tuple(places[start : start + size])
-            parts.append((run, _WRITE_EMBEDDING.submit(self.embedder.embed, [texts[i] for i in run])))
-        return EmbeddedAhead(texts, tuple(parts))
+        # One task a text, longest first: each thread takes the next text when it is free, so the
+        # two finish together however the lengths fall (halves of unequal length left one thread
+        # idle while the other still embedded), and the longest are not left for last.
+        places = sorted((i for i, text in enumerate(texts) if text.strip()), key=lambda i: -len(texts[i]))
+        parts = tuple(((i,), _WRITE_EMBEDDING.submit(self.embedder.embed, [texts[i]])) for i in places)
+        return EmbeddedAhead(texts, parts)
 
     def index_versions(
         self, versions: Sequence[RecordVersion], *, reuse_all: bool = False, ahead: EmbeddedAhead | None = None
