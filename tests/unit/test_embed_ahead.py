@@ -95,7 +95,9 @@ def test_vectors_made_ahead_for_other_texts_are_not_used(engine: RecallEngine, w
     assert list(document.embedding or ()) == pytest.approx(HashingEmbedder(64).embed([changed.content])[0])
 
 
-def test_while_one_thread_embeds_a_long_text_the_other_takes_every_other_text(engine: RecallEngine, world: World) -> None:
+def test_while_one_thread_embeds_a_long_text_the_other_takes_every_other_text(
+    engine: RecallEngine, world: World
+) -> None:
     """A write's texts are handed out one at a time, longest first, to whichever thread is free: a
     slow text holds up only itself (halves fixed in advance left one thread idle behind it)."""
 
@@ -119,4 +121,5 @@ def test_while_one_thread_embeds_a_long_text_the_other_takes_every_other_text(en
     records.observe(ALICE, memory.id, [RecordInput("episode", t, {}) for t in texts])
     long_thread = embedder.thread_of[texts[1]]
     others = {embedder.thread_of[t] for t in texts if t != texts[1]}
-    assert len(others) == 1 and long_thread not in others  # the other thread took all four
+    assert len(others) == 1  # the other thread took all four
+    assert long_thread not in others
