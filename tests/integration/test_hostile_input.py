@@ -238,6 +238,27 @@ def test_a_malformed_upload_is_a_clear_client_error(alice: Client, content_type:
     assert answer.json()["error"]["message"]
 
 
+# The upload takes multipart itself; MCP's body goes to its SDK, which answers JSON-RPC's parse error.
+@pytest.mark.parametrize(("method", "template"), [r for r in JSON_ROUTES if r[1] not in ("/v1/files", "/mcp")])
+@pytest.mark.parametrize("content_type", ["multipart/form-data", "multipart/form-data; boundary=x"])
+def test_a_multipart_label_on_a_json_route_is_read_as_json(
+    alice: Client, memory: dict[str, Any], method: str, template: str, content_type: str
+) -> None:
+    """Only a file upload takes multipart: elsewhere the body is read as JSON whatever its label (as a
+    form label is), never parsed as a form (which answered 500 without a boundary, found by
+    schemathesis once each of its cases had an Idempotency-Key of its own)."""
+    record = alice.get(f"/v1/memories/{memory['id']}/records").json()["data"][0]
+    before = snapshot_of(alice, memory["id"])
+    path = fill(template, memory["id"], record["id"])
+    answer = send(alice, method, path, b"--x\r\nnot json\r\n--x--", content_type)
+    assert answer.status_code == 400, answer.text
+    assert error_code(answer) == "invalid_request"
+    assert snapshot_of(alice, memory["id"]) == before
+    if (method, template) == ("POST", "/v1/memories"):
+        created = send(alice, method, path, b'{"name": "labelled as a form"}', content_type)
+        assert created.status_code == 201, created.text
+
+
 def test_filters_nested_1000_deep_are_invalid_wherever_filters_are_read(alice: Client, memory: dict[str, Any]) -> None:
     deep = '{"and": [' * 1_000 + '{"field": "type", "op": "eq", "value": "fact"}' + "]}" * 1_000
     mid = memory["id"]

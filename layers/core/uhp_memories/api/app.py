@@ -36,6 +36,7 @@ from uhp_memories.api.errors import (
     error_dict,
     status_of,
 )
+from uhp_memories.api.routes import ROUTES
 from uhp_memories.domain.errors import DomainError, MemoryInvalid, Unauthenticated
 from uhp_memories.domain.models import Caller
 from uhp_memories.search.errors import SearchUnavailable
@@ -158,14 +159,22 @@ class _ServerFailure(Exception):
         self.answer = answer
 
 
+# The routes whose body may be multipart/form-data (a file upload): (method, resource path).
+MULTIPART_ROUTES = frozenset((route.method, route.path) for route in ROUTES if route.multipart)
+
+
 def _normalize_event(event: dict[str, Any]) -> dict[str, Any]:
     """Lowercase header names (Powertools' idempotency reads them case-sensitively; HTTP does not),
     and read a body sent without a JSON content type as JSON: every body of this API is JSON except
-    multipart file uploads, and `curl -d` labels JSON as a form."""
+    multipart file uploads (routes.Route.multipart), and `curl -d` labels JSON as a form. A multipart
+    label elsewhere is read as JSON too: Powertools would parse it as a form (a 500 without a
+    boundary, a misleading 422 with one), and the route reads JSON only."""
     event = dict(event)
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     content_type = headers.get("content-type", "")
-    if event.get("body") and not content_type.startswith(("application/json", "multipart/")):
+    takes_multipart = (event.get("httpMethod"), event.get("resource")) in MULTIPART_ROUTES
+    kept = ("application/json", "multipart/") if takes_multipart else ("application/json",)
+    if event.get("body") and not content_type.startswith(kept):
         headers["content-type"] = "application/json"
     event["headers"] = headers
     if event.get("multiValueHeaders"):

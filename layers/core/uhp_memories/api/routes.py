@@ -14,6 +14,8 @@ class Route:
     function: str  # package under functions/
     method: str
     path: str  # API Gateway resource path, with {params}
+    # Takes a multipart/form-data body (a file upload); every other body of the API is JSON.
+    multipart: bool = False
 
 
 M = "/v1/memories/{memory_id}"
@@ -51,7 +53,7 @@ ROUTES: tuple[Route, ...] = (
     Route("observe", "POST", M + "/observe"),
     Route("jobs", "GET", M + "/jobs/{job_id}"),
     Route("erase", "POST", M + "/erase"),
-    Route("files", "POST", "/v1/files"),
+    Route("files", "POST", "/v1/files", multipart=True),
     Route("files", "GET", "/v1/files/{file_id}"),
     Route("files", "GET", R + "/content"),
     Route("operations", "POST", R + "/operations/{name}"),
