@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
-from uhp_memories.domain.limits import DESCRIPTION_CHARS, NAME_CHARS
+from uhp_memories.domain.limits import DESCRIPTION_CHARS, ERASE_NAMED_MAX, NAME_CHARS
 from uhp_memories.domain.paths import CONDITIONS_MAX, ORIGIN_CHARS
 
 
@@ -90,8 +91,8 @@ class Deleted(BaseModel):
 
 
 class GrantCreate(Strict):
-    principal: str = Field(min_length=1, max_length=160)
-    privileges: list[str] = Field(min_length=1, max_length=4)
+    principal: str = Field(min_length=1, max_length=160, examples=["user:alice", "group:sales"])
+    privileges: list[str] = Field(min_length=1, max_length=4, examples=[["read"], ["read", "write"]])
 
 
 class GrantOut(BaseModel):
@@ -149,7 +150,7 @@ class WriteTermsIn(Strict):
 
 
 class RecordCreate(WriteTermsIn):
-    type: str = Field(min_length=1, max_length=100)
+    type: str = Field(min_length=1, max_length=100, examples=["fact", "episode"])
     content: str | dict[str, Any]
     attributes: dict[str, Any] = Field(default_factory=dict)
     time: TimeIn | None = None
@@ -161,12 +162,14 @@ class RecordRevise(WriteTermsIn):
     """A revision: the fields sent replace the current version's; the rest carry over. A new
     `path` moves the file."""
 
-    type: str | None = None
-    content: str | dict[str, Any] | None = None
-    attributes: dict[str, Any] | None = None
+    # Each may be left out (it carries over) but never sent as null (inputs.revision refuses it):
+    # the document says so (SkipJsonSchema), so a client built from it never sends one.
+    type: str | SkipJsonSchema[None] = None
+    content: str | dict[str, Any] | SkipJsonSchema[None] = None
+    attributes: dict[str, Any] | SkipJsonSchema[None] = None
     time: TimeIn | None = None
     references: list[ReferenceIn] | None = None
-    path: str | None = None
+    path: str | SkipJsonSchema[None] = None
 
 
 class RecordForget(WriteTermsIn):
@@ -283,7 +286,7 @@ class FileOut(BaseModel):
 class EraseIn(Strict):
     """Named records (each erased with its whole version chain), or every record a filter matches."""
 
-    record_ids: list[str] | None = Field(default=None, max_length=100)
+    record_ids: list[str] | None = Field(default=None, min_length=1, max_length=ERASE_NAMED_MAX)
     filters: dict[str, Any] | None = None
     under: str | None = Field(default=None, description='every file under a directory ("" for every file)')
 

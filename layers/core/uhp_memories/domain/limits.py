@@ -13,3 +13,5 @@ TYPE_CHARS = 100
 SNAPSHOT_NAME_CHARS = 100
 MESSAGE_CHARS = 2_000
 MAX_TREE_DEPTH = 50
+# Records an erase may name in one request (each erased with its whole version chain).
+ERASE_NAMED_MAX = 100

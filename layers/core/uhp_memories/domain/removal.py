@@ -21,13 +21,13 @@ from uhp_memories.domain.errors import DomainError, MemoryInvalid, RecordNotFoun
 from uhp_memories.domain.files import FileRepository, ObjectStore, chain_key, held_file, upload_key
 from uhp_memories.domain.filters import matches, parse_filter
 from uhp_memories.domain.jobs import Job, JobRepository, WorkflowRunner, start_job
+from uhp_memories.domain.limits import ERASE_NAMED_MAX
 from uhp_memories.domain.memories import MemoryService
 from uhp_memories.domain.models import Caller
 from uhp_memories.domain.paths import check_directory
 from uhp_memories.domain.records import ID_PATTERN
 from uhp_memories.domain.timefmt import format_ms
 
-MAX_NAMED = 100
 MAX_CHAINS = 2_000  # the targets travel in the workflow's state (256 KB)
 DAY_MS = 24 * 3600 * 1000
 
@@ -161,8 +161,8 @@ class RemovalService:
         if under is not None:
             check_directory(under)
         if record_ids is not None:
-            if not 1 <= len(record_ids) <= MAX_NAMED:
-                raise MemoryInvalid(f"record_ids holds 1 to {MAX_NAMED} ids")
+            if not 1 <= len(record_ids) <= ERASE_NAMED_MAX:
+                raise MemoryInvalid(f"record_ids holds 1 to {ERASE_NAMED_MAX} ids")
             for record_id in record_ids:
                 found = self._ports.records.get(caller.tenant, memory_id, record_id) if ID_PATTERN.match(
                     record_id) else None
