@@ -286,7 +286,11 @@ class FileOut(BaseModel):
 class EraseIn(Strict):
     """Named records (each erased with its whole version chain), or every record a filter matches."""
 
-    record_ids: list[str] | None = Field(default=None, min_length=1, max_length=ERASE_NAMED_MAX)
+    # At least one, said in the document only: the service refuses an empty list after the caller's
+    # access is checked (an outsider is told not found, never what its body lacks).
+    record_ids: list[str] | None = Field(
+        default=None, max_length=ERASE_NAMED_MAX, json_schema_extra={"minItems": 1}
+    )
     filters: dict[str, Any] | None = None
     under: str | None = Field(default=None, description='every file under a directory ("" for every file)')
 
