@@ -278,7 +278,7 @@ class RecordService:
             raise self._conflict(caller, memory_id, record_id) from None
         if revision.content is not current.content:
             self._release_upload(caller, revision)
-        self._indexed([closed, revision])
+        index_after_commit(self._index, [closed, revision])
         # The new version's writer and origin are the caller's own; the rest it sent, or may not see.
         sent = set(changes) | {"written_by", "origin"}
         return self._view(access, revision, withheld=self._unreadable(access, memory_id, sent))
@@ -296,7 +296,7 @@ class RecordService:
             self._ports.records.close(current, closed, terms.conditions)
         except StaleVersion:
             raise self._conflict(caller, memory_id, record_id) from None
-        self._indexed([closed])
+        index_after_commit(self._index, [closed])
         return self._view(access, closed, withheld=self._unreadable(access, memory_id, set()))
 
     @staticmethod
@@ -325,9 +325,6 @@ class RecordService:
         """A first version as its type has it: attributes validated (and times in one form), projected."""
         checked = self._checked(record.tenant, record.type, record.attributes, record.content)
         return record.evolve(attributes=checked.attributes, projection=checked.projection)
-
-    def _indexed(self, versions: list[RecordVersion]) -> None:
-        index_after_commit(self._index, versions)
 
     def _release_upload(self, caller: Caller, record: RecordVersion) -> None:
         """Once a record holds a file's bytes, the upload they came from goes: the bytes then live

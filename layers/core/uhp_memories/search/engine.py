@@ -49,18 +49,15 @@ _WRITE_EMBEDDING = ThreadPoolExecutor(max_workers=WRITE_EMBEDDING_THREADS, threa
 
 @dataclass(frozen=True)
 class EmbeddedAhead:
-    """Vectors on their way for the texts of a write's new versions (RecallEngine.embed_ahead): each
-    part, the places in `texts` of what one task embeds (one text a task), and its future."""
+    """Vectors on their way for the texts of a write's new versions (RecallEngine.embed_ahead): the
+    embedding of each text, by its place in `texts` (blank texts have none)."""
 
     texts: tuple[str, ...]
-    parts: tuple[tuple[tuple[int, ...], Future[list[list[float]]]], ...]
+    embeddings: dict[int, Future[list[list[float]]]]
 
     def vectors(self) -> dict[int, list[float]]:
-        """Place -> vector; waits for every part, and raises what the embedder raised."""
-        found: dict[int, list[float]] = {}
-        for places, part in self.parts:
-            found.update(zip(places, part.result(), strict=True))
-        return found
+        """Place -> vector; waits for every text, and raises what the embedder raised."""
+        return {place: embedding.result()[0] for place, embedding in self.embeddings.items()}
 
 
 def text_of(record: RecordVersion) -> str:
@@ -137,8 +134,7 @@ class RecallEngine:
         # two finish together however the lengths fall (halves of unequal length left one thread
         # idle while the other still embedded), and the longest are not left for last.
         places = sorted((i for i, text in enumerate(texts) if text.strip()), key=lambda i: -len(texts[i]))
-        parts = tuple(((i,), _WRITE_EMBEDDING.submit(self.embedder.embed, [texts[i]])) for i in places)
-        return EmbeddedAhead(texts, parts)
+        return EmbeddedAhead(texts, {i: _WRITE_EMBEDDING.submit(self.embedder.embed, [texts[i]]) for i in places})
 
     def index_versions(
         self, versions: Sequence[RecordVersion], *, reuse_all: bool = False, ahead: EmbeddedAhead | None = None
@@ -162,7 +158,7 @@ class RecallEngine:
                 if known is not None and known.text == text and known.embedding is not None:
                     embeddings[i] = known.embedding
                     continue
-            if ahead is not None and i in early and i < len(ahead.texts) and ahead.texts[i] == text:
+            if ahead is not None and i in early and ahead.texts[i] == text:
                 embeddings[i] = early[i]
                 continue
             missing.append(i)
