@@ -62,18 +62,10 @@ def test_head_answers_as_get_without_a_body(alice: Client) -> None:
 
 
 def test_an_unknown_method_and_a_long_request_line_are_json(gateway: LocalGateway) -> None:
-    host, port = gateway.server.server_address[:2]
     for request in (b"BREW /v1/memories HTTP/1.1\r\nHost: x\r\n\r\n",
                     b"GET /v1/memories?q=" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n"):
-        with socket.create_connection((str(host), port), timeout=30) as raw:
-            raw.sendall(request)
-            answer = b""
-            while chunk := raw.recv(65536):
-                answer += chunk
-        head, _, body = answer.partition(b"\r\n\r\n")
-        assert b"Content-Type: application/json" in head
-        status = int(head.split()[1])
-        assert (status, json.loads(body)["error"]["code"]) in ((501, "not_implemented"), (414, "uri_too_long"))
+        status, _, body = _raw(gateway, request)
+        assert (status, body["error"]["code"]) in ((501, "not_implemented"), (414, "uri_too_long"))
 
 
 def test_one_log_line_per_request_with_no_content(alice: Client, caplog: pytest.LogCaptureFixture) -> None:
