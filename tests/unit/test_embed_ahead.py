@@ -1,18 +1,23 @@
 """A write's texts are embedded while DynamoDB commits (RecallEngine.embed_ahead), over the in-memory
 fakes, the embedded index and the hashing embedder: the vectors made ahead are the ones indexed, in
-the order of the write, made once; a write that fails commits nothing to the index; a text the write
-no longer indexes as it was embedded is embedded again."""
+the order of the write, made once, beside the access read when the text is known before the checks;
+a write that fails commits nothing to the index; a text the write no longer indexes as it was
+embedded is embedded again."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
+from tests.fakes import InMemoryTypeRepository
 from tests.unit.conftest import World, caller
+from uhp_memories.domain.builtin_types import BUILTIN_TYPES, TASK
 from uhp_memories.domain.errors import MemoryNotFound
 from uhp_memories.domain.records import RecordInput, RecordService
+from uhp_memories.domain.types import TypeService
 from uhp_memories.search.embedded import EmbeddedSearchIndex
 from uhp_memories.search.engine import RecallEngine
 from uhp_memories.search.hashing import HashingEmbedder
@@ -79,8 +84,57 @@ def test_a_refused_write_indexes_nothing(world: World, engine: RecallEngine) -> 
     memory = world.memories.create(ALICE, name="m").memory
     with pytest.raises(MemoryNotFound):
         records.remember(BOB, memory.id, RecordInput("fact", "not Bob's to write", {}))
-    assert counted(engine).texts == []  # access is checked before anything is embedded
+    # Its text may have been embedded beside the access read; nothing reaches the index.
     assert engine.search(ALICE.tenant, memory.id, text="write", limit=5) == []
+    assert engine.search(ALICE.tenant, memory.id, query="not Bob's to write", limit=5) == []
+
+
+@pytest.mark.parametrize("write", ["remember", "observe"])
+def test_a_write_is_embedded_while_its_access_is_read(
+    world: World, engine: RecallEngine, monkeypatch: pytest.MonkeyPatch, write: str
+) -> None:
+    """The text is embedded beside the access read, not after it: the read waits here until the
+    embedding has started, and the write still lands, indexed with that embedding."""
+    embedding = threading.Event()
+
+    class Signalling(CountingEmbedder):
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            embedding.set()
+            return super().embed(texts)
+
+    signalling = RecallEngine(engine.index, Signalling())
+    records = RecordService(world.ports, world.memories, None, lambda: signalling)
+    memory = world.memories.create(ALICE, name="m").memory
+    read_access = world.ports.memories.get_with_grants
+
+    def access_once_embedding(tenant: str, memory_id: str) -> Any:
+        assert embedding.wait(timeout=10), "the text was embedded only after the access read"
+        return read_access(tenant, memory_id)
+
+    monkeypatch.setattr(world.ports.memories, "get_with_grants", access_once_embedding)
+    text = "the launch moved to Friday"
+    if write == "remember":
+        written = records.remember(ALICE, memory.id, RecordInput("fact", text, {})).record
+    else:
+        written = records.observe(ALICE, memory.id, [RecordInput("episode", text, {})])[0].record
+    assert counted(signalling).texts == [text]  # once, ahead
+    hits = signalling.search(ALICE.tenant, memory.id, query=text, limit=1)
+    assert [h.record_id for h in hits] == [written.id]
+
+
+def test_a_text_known_only_after_the_checks_is_embedded_after_them(world: World, engine: RecallEngine) -> None:
+    """An extension type is searched by its projection, which its definition gives: that text is
+    embedded once the type is read, and only it (never the content the caller sent alone)."""
+    types = TypeService(world.ports, InMemoryTypeRepository(), BUILTIN_TYPES)
+    records = RecordService(world.ports, world.memories, None, lambda: engine, types=types)
+    memory = world.memories.create(ALICE, name="m").memory
+    task = RecordInput(TASK, "call them first", {"title": "renew Acme", "status": "open"})
+    written = records.remember(ALICE, memory.id, task).record
+    projected = "renew Acme. Status: open. Due: . Assignee: . call them first"
+    assert counted(engine).texts == [projected]
+    document = engine.index.get(ALICE.tenant, memory.id, written.id)
+    assert document is not None
+    assert document.text == projected
 
 
 def test_vectors_made_ahead_for_other_texts_are_not_used(engine: RecallEngine, world: World) -> None:

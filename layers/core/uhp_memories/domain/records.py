@@ -41,7 +41,7 @@ from uhp_memories.domain.limits import (
     TYPE_CHARS,
 )
 from uhp_memories.domain.memories import MemoryService, MemorySummary
-from uhp_memories.domain.models import Caller, Checked, Page, RecordVersion, Snapshot
+from uhp_memories.domain.models import CORE_TYPES, Caller, Checked, Page, RecordVersion, Snapshot
 from uhp_memories.domain.paths import PathCondition, PathEntry, check_directory, check_path
 from uhp_memories.domain.timefmt import format_ms, parse_instant
 
@@ -186,15 +186,19 @@ class RecordService:
         self, caller: Caller, memory_id: str, given: RecordInput, terms: WriteTerms = NO_TERMS
     ) -> RecordView:
         access = self._ports.access(caller)
+        record = self._first_version(caller, memory_id, given, format_ms(self._ports.clock.now_ms()))
+        # The text is embedded while the access read and the commit run (search/engine.py,
+        # embed_ahead). Only a text known before the checks: a bounded core-type text, which is its
+        # content; a refused write's embedding ends on its worker thread, unread.
+        ahead = embed_ahead(self._index, [record]) if _text_known_early([given]) else None
         access.require(memory_id, "write")
         self._check_input(given)
-        record = self._first_version(caller, memory_id, given, format_ms(self._ports.clock.now_ms()))
         record = self._typed(record)
         record = record.evolve(origin=terms.origin)
         if _is_file(given.content):
             record = record.evolve(content=self._attach(caller, given.content, memory_id, record.chain_id))
-        # The text is embedded while DynamoDB commits (see search/engine.py, embed_ahead).
-        ahead = embed_ahead(self._index, [record])
+        if ahead is None:  # a file's name, or an extension type's projection: known only now
+            ahead = embed_ahead(self._index, [record])
         try:
             self._ports.records.append_first(record, terms.conditions)
         except TreeChanged:
@@ -207,16 +211,20 @@ class RecordService:
         """Append raw episodes (§5.1). The native provider derives nothing (derivation: none) and
         keeps every episode as a record, so it answers at once with the records written."""
         access = self._ports.access(caller)
+        written_at = format_ms(self._ports.clock.now_ms())
+        records = [self._first_version(caller, memory_id, given, written_at) for given in episodes]
+        # As in remember: embedded while the access read and the commit run, when known before the checks.
+        early = len(episodes) <= OBSERVE_MAX and _text_known_early(episodes)
+        ahead = embed_ahead(self._index, records) if early else None
         access.require(memory_id, "write")
         if not 1 <= len(episodes) <= OBSERVE_MAX:
             raise MemoryInvalid(f"observe takes 1 to {OBSERVE_MAX} episodes")
-        written_at = format_ms(self._ports.clock.now_ms())
         for given in episodes:
             if given.type != "episode":
                 raise MemoryInvalid("observe takes episodes; remember writes other types")
             self._check_input(given)
-        records = [self._first_version(caller, memory_id, given, written_at) for given in episodes]
-        ahead = embed_ahead(self._index, records)
+        if ahead is None:
+            ahead = embed_ahead(self._index, records)
         try:
             self._ports.records.append_many(records)
         except TreeChanged:
@@ -635,6 +643,15 @@ def _check_file(given: RecordInput) -> None:
         raise MemoryInvalid("a file (a record with a path) holds text content")
     if given.type == "episode":
         raise MemoryInvalid("an episode cannot be a file: episodes are append-only")
+
+
+def _text_known_early(given: Sequence[RecordInput]) -> bool:
+    """Whether these inputs' search texts are known before their checks: core-type text content
+    (a core type projects nothing, so its text is its content) of a bounded length, which the
+    checks will accept or refuse; either way nothing is indexed before the commit."""
+    return all(
+        g.type in CORE_TYPES and isinstance(g.content, str) and len(g.content) <= CONTENT_BYTES for g in given
+    )
 
 
 def _is_file(content: Any) -> bool:
