@@ -7,6 +7,7 @@ embedded is embedded again."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -135,6 +136,30 @@ def test_a_text_known_only_after_the_checks_is_embedded_after_them(world: World,
     document = engine.index.get(ALICE.tenant, memory.id, written.id)
     assert document is not None
     assert document.text == projected
+
+
+def test_a_revision_is_embedded_while_it_commits_and_its_previous_version_is_not_embedded_again(
+    world: World, engine: RecallEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The transaction waits here until the revision's text is being embedded; the version it
+    closes keeps the vector it was indexed with."""
+    records = RecordService(world.ports, world.memories, None, lambda: engine)
+    memory = world.memories.create(ALICE, name="m").memory
+    first = records.remember(ALICE, memory.id, RecordInput("fact", "Acme renews in March", {})).record
+    commit = world.ports.records.append_revision
+
+    def commit_once_embedding(*args: Any, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + 10
+        while len(counted(engine).texts) < 2:
+            assert time.monotonic() < deadline, "the revision was embedded only after its commit"
+            time.sleep(0.001)
+        return commit(*args, **kwargs)
+
+    monkeypatch.setattr(world.ports.records, "append_revision", commit_once_embedding)
+    revised = records.revise(ALICE, memory.id, first.id, {"content": "Acme renews in April"}).record
+    assert counted(engine).texts == ["Acme renews in March", "Acme renews in April"]
+    hits = engine.search(ALICE.tenant, memory.id, query="Acme renews in April", limit=1)
+    assert [h.record_id for h in hits] == [revised.id]
 
 
 def test_vectors_made_ahead_for_other_texts_are_not_used(engine: RecallEngine, world: World) -> None:

@@ -280,13 +280,14 @@ class RecordService:
             origin=terms.origin,
         )
         closed = current.evolve(status="superseded", superseded_by=revision.id, invalidated_at=now)
+        ahead = embed_ahead(self._index, [closed, revision])  # the revision's text, while it commits
         try:
             self._ports.records.append_revision(closed, revision, terms.conditions)
         except StaleVersion:
             raise self._conflict(caller, memory_id, record_id) from None
         if revision.content is not current.content:
             self._release_upload(caller, revision)
-        index_after_commit(self._index, [closed, revision])
+        index_after_commit(self._index, [closed, revision], ahead)
         # The new version's writer and origin are the caller's own; the rest it sent, or may not see.
         sent = set(changes) | {"written_by", "origin"}
         return self._view(access, revision, withheld=self._unreadable(access, memory_id, sent))

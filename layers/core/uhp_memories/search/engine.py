@@ -128,12 +128,15 @@ class RecallEngine:
     def embed_ahead(self, versions: Sequence[RecordVersion]) -> EmbeddedAhead:
         """Start embedding the texts of a write's new versions now, on worker threads, so the model
         runs while the write's DynamoDB transaction does; pass the handle to index_versions after
-        the commit. Several texts are shared out across the threads as they come free."""
+        the commit, with the same versions. Several texts are shared out across the threads as they
+        come free. A closed version (a revision's previous one) is not embedded: index_versions
+        looks its vector up."""
         texts = tuple(self._text(v) for v in versions)
         # One task a text, longest first: each thread takes the next text when it is free, so the
         # two finish together however the lengths fall (halves of unequal length left one thread
         # idle while the other still embedded), and the longest are not left for last.
-        places = sorted((i for i, text in enumerate(texts) if text.strip()), key=lambda i: -len(texts[i]))
+        new = (i for i, text in enumerate(texts) if text.strip() and versions[i].invalidated_at is None)
+        places = sorted(new, key=lambda i: -len(texts[i]))
         return EmbeddedAhead(texts, {i: _WRITE_EMBEDDING.submit(self.embedder.embed, [texts[i]]) for i in places})
 
     def index_versions(
