@@ -2,9 +2,8 @@
 over real HTTP (the local gateway, the deployed handlers, DynamoDB on moto), as tests/integration
 reaches it.
 
-The local stage lives as long as this package's tests: tests/integration starts its own for the whole
-session, and two cannot run at once in one process (they share moto's backends and the installed
-container). Each test makes its own tenant and removes its items after. The test modules skip when
+The local stage is the session's, shared with tests/integration (tests/conftest.py): two cannot run at
+once in one process. Each test makes its own tenant and removes its items after. The test modules skip when
 a13n-harness (the `harness` extra) is not installed; nothing here imports it at module level.
 """
 
@@ -34,15 +33,9 @@ class Stage:
         return self.gateway.url
 
 
-@pytest.fixture(scope="package")
-def stage() -> Iterator[Stage]:
-    aws = LocalAws().start()
-    gateway = LocalGateway("127.0.0.1", 0).start_background()
-    try:
-        yield Stage(aws, gateway)
-    finally:
-        gateway.stop()
-        aws.stop()
+@pytest.fixture
+def stage(local_aws: LocalAws, gateway: LocalGateway) -> Stage:
+    return Stage(local_aws, gateway)
 
 
 @pytest.fixture

@@ -43,6 +43,13 @@ class Stage:
     rest_api_id: str
     stage_name: str
     keys_table: str
+    # API Gateway keys there before this test: moto's state is shared with any suite whose mock is
+    # still active in this process (the session's local stage), so a nested mock starts from it.
+    keys_before: frozenset[str] = frozenset()
+
+    def new_api_keys(self) -> list[dict[str, Any]]:
+        """The API Gateway keys made since this test began."""
+        return [k for k in self.apigateway.get_api_keys(limit=500)["items"] if k["id"] not in self.keys_before]
 
     def args(self) -> list[str]:
         return [
@@ -80,7 +87,8 @@ def stage(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stage]:
         apigateway.create_deployment(restApiId=api["id"], stageName="v1")
         table = "uhp-memories-keys-" + secrets.token_hex(4)  # unique: another suite may share the mock
         dynamodb.create_table(**KEYS_TABLE.create_table_kwargs(table))
-        yield Stage(apigateway, dynamodb, api["id"], "v1", table)
+        before = frozenset(k["id"] for k in apigateway.get_api_keys(limit=500)["items"])
+        yield Stage(apigateway, dynamodb, api["id"], "v1", table, before)
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
@@ -160,7 +168,7 @@ def test_keys_create_for_an_unknown_tenant_is_refused(stage: Stage, capsys: pyte
     assert main(["keys", "create", "--tenant", "nobody", *stage.args()]) == 2
 
     assert "tenants create nobody" in capsys.readouterr().err
-    assert stage.apigateway.get_api_keys()["items"] == []
+    assert stage.new_api_keys() == []
 
 
 @pytest.mark.parametrize(
@@ -197,7 +205,7 @@ def test_keys_revoke_stops_the_key_in_both_places(stage: Stage, capsys: pytest.C
 
     assert revoked["revoked"] is True
     assert DynamoKeyRepository(stage.dynamodb, stage.keys_table).find(hash_key(made["key"])) is None
-    assert stage.apigateway.get_api_keys()["items"] == []
+    assert stage.new_api_keys() == []
     # Revoking again is harmless; the listing shows the key as revoked, for the record.
     assert run_json(capsys, "keys", "revoke", made["key_id"], *stage.args())["revoked"] is True
     assert [k["revoked"] for k in run_json(capsys, "keys", "list", *stage.args())] == [True]
@@ -217,7 +225,7 @@ def test_a_failed_table_write_leaves_no_api_gateway_key(stage: Stage) -> None:
 
     with pytest.raises(Exception, match=r"ResourceNotFound|not found|Requested resource"):
         broken.create_key("acme")
-    assert stage.apigateway.get_api_keys()["items"] == []
+    assert stage.new_api_keys() == []
 
 
 def test_the_stage_must_be_named(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:

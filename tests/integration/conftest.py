@@ -1,6 +1,7 @@
 """Integration tests: real HTTP through the local gateway, the deployed handlers, DynamoDB on moto.
 
-One server for the whole session; each test makes its own tenant, so tests never see each other."""
+One server for the whole session (tests/conftest.py: `local_aws`, `gateway`); each test makes its own
+tenant, so tests never see each other."""
 
 from __future__ import annotations
 
@@ -14,19 +15,6 @@ import requests
 
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
-from uhp_memories.settings import Settings
-
-# How long a request waits for its workflow (erase, memory delete, consolidation) before answering 202
-# with a job. Deployed, 20 s; here long enough that "finished within the request" never depends on how
-# fast the machine is: a test that wants the 202 path asks for it (`workflows_answer_at_once`).
-WORKFLOW_WAIT_SECONDS = 600.0
-
-
-@pytest.fixture(scope="session")
-def local_aws() -> Iterator[LocalAws]:
-    local = LocalAws(Settings(workflow_wait_seconds=WORKFLOW_WAIT_SECONDS)).start()
-    yield local
-    local.stop()
 
 
 @pytest.fixture
@@ -39,13 +27,6 @@ def workflows_answer_at_once(local_aws: LocalAws) -> Iterator[None]:
     container.removal.wait_seconds = container.consolidation.wait_seconds = 0.0
     yield
     container.removal.wait_seconds, container.consolidation.wait_seconds = saved
-
-
-@pytest.fixture(scope="session")
-def gateway(local_aws: LocalAws) -> Iterator[LocalGateway]:
-    server = LocalGateway("127.0.0.1", 0).start_background()
-    yield server
-    server.stop()
 
 
 @dataclass

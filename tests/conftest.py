@@ -1,0 +1,35 @@
+"""The local stage every suite that talks HTTP shares: one for the whole session.
+
+tests/integration and tests/harness both reach a real local server (the gateway, the deployed
+handlers, DynamoDB on moto). Two cannot run at once in one process (they share moto's backends and
+the installed container), so both suites take these, in whatever order pytest runs them; each test
+makes its own tenant, so tests never see each other."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from uhp_memories.local.gateway import LocalGateway
+from uhp_memories.local.moto_env import LocalAws
+from uhp_memories.settings import Settings
+
+# How long a request waits for its workflow (erase, memory delete, consolidation) before answering 202
+# with a job. Deployed, 20 s; here long enough that "finished within the request" never depends on how
+# fast the machine is: a test that wants the 202 path asks for it (`workflows_answer_at_once`).
+WORKFLOW_WAIT_SECONDS = 600.0
+
+
+@pytest.fixture(scope="session")
+def local_aws() -> Iterator[LocalAws]:
+    local = LocalAws(Settings(workflow_wait_seconds=WORKFLOW_WAIT_SECONDS)).start()
+    yield local
+    local.stop()
+
+
+@pytest.fixture(scope="session")
+def gateway(local_aws: LocalAws) -> Iterator[LocalGateway]:
+    server = LocalGateway("127.0.0.1", 0).start_background()
+    yield server
+    server.stop()
