@@ -10,16 +10,17 @@ reference model written here from the spec, not from domain/access.py:
   operation needs is forbidden (§12); each operation needs the privilege docs/decisions.md lists;
 - attaching a memory to a harness needs delete on it and grants the harness what it lacks (§9).
 
-The services run over the in-memory fakes (tests/unit/conftest.py), so thousands of steps take seconds;
-the HTTP layer maps these same outcomes to statuses once (api/errors.py), checked by the integration
-suites."""
+The model drives the server through a `Driver`: here the services over the in-memory fakes
+(tests/unit/conftest.py), so thousands of steps take seconds; tests/integration/test_access_model_http.py
+runs the same machine through real HTTP (the local gateway, the deployed handlers, DynamoDB on moto),
+each principal with an API key of its own, fewer steps."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -84,6 +85,80 @@ class Reference:
         return levels
 
 
+@dataclass(frozen=True)
+class GrantSeen:
+    id: str
+    memory_id: str
+    principal: str
+    privileges: frozenset[str]
+
+
+class Driver(Protocol):
+    """The operations the model makes, as one principal; a refusal raises the domain's error (not
+    found, forbidden, invalid)."""
+
+    def create_memory(self, principal: str, parent: str | None, restricted: bool) -> str: ...
+    def update_memory(self, principal: str, memory_id: str, changes: dict[str, Any]) -> None: ...
+    def privileges(self, principal: str, memory_id: str) -> frozenset[str]: ...
+    def grant(self, principal: str, memory_id: str, grantee: str, privileges: frozenset[str]) -> str: ...
+    def revoke(self, principal: str, memory_id: str, grant_id: str) -> None: ...
+    def grants(self, principal: str, memory_id: str) -> list[GrantSeen]: ...
+    def attach(self, principal: str, harness: str, memory_id: str, access: str) -> None: ...
+    def remember(self, principal: str, memory_id: str, content: str) -> tuple[str, bool]:
+        """The new record's id, and whether its content was withheld from the answer."""
+        ...
+    def revise(self, principal: str, memory_id: str, record_id: str, content: str) -> tuple[str, bool]: ...
+    def list_records(self, principal: str, memory_id: str) -> None: ...
+
+
+def who(principal: str) -> Caller:
+    return caller(principal, groups=GROUPS.get(principal, ()))
+
+
+class ServiceDriver:
+    """The services over the in-memory fakes."""
+
+    def __init__(self) -> None:
+        self.world = make_world()
+        repo = self.world.ports.memories
+        assert isinstance(repo, InMemoryMemoryRepository)
+        self.harnesses = HarnessService(self.world.ports, InMemoryAttachmentRepository(repo))
+
+    def create_memory(self, principal: str, parent: str | None, restricted: bool) -> str:
+        name = "root" if parent is None else "child"
+        return self.world.memories.create(who(principal), name=name, parent_id=parent, restricted=restricted).memory.id
+
+    def update_memory(self, principal: str, memory_id: str, changes: dict[str, Any]) -> None:
+        self.world.memories.update(who(principal), memory_id, changes)
+
+    def privileges(self, principal: str, memory_id: str) -> frozenset[str]:
+        return frozenset(self.world.memories.get(who(principal), memory_id).privileges)
+
+    def grant(self, principal: str, memory_id: str, grantee: str, privileges: frozenset[str]) -> str:
+        return self.world.grants.create(who(principal), memory_id, grantee, sorted(privileges)).id
+
+    def revoke(self, principal: str, memory_id: str, grant_id: str) -> None:
+        self.world.grants.delete(who(principal), memory_id, grant_id)
+
+    def grants(self, principal: str, memory_id: str) -> list[GrantSeen]:
+        return [GrantSeen(g.id, g.memory_id, g.principal, frozenset(g.privileges))
+                for g in self.world.grants.list(who(principal), memory_id)]
+
+    def attach(self, principal: str, harness: str, memory_id: str, access: str) -> None:
+        self.harnesses.attach(who(principal), harness, [Attachment(memory_id, access)])
+
+    def remember(self, principal: str, memory_id: str, content: str) -> tuple[str, bool]:
+        view = self.world.records.remember(who(principal), memory_id, RecordInput("fact", content, {}))
+        return view.record.id, "content" in view.withheld
+
+    def revise(self, principal: str, memory_id: str, record_id: str, content: str) -> tuple[str, bool]:
+        view = self.world.records.revise(who(principal), memory_id, record_id, {"content": content})
+        return view.record.id, "content" in view.withheld
+
+    def list_records(self, principal: str, memory_id: str) -> None:
+        self.world.records.list(who(principal), memory_id)
+
+
 def outcome_of(call: Callable[[], Any]) -> tuple[type[DomainError] | None, Any]:
     try:
         return None, call()
@@ -96,16 +171,14 @@ class AccessModel(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.world = make_world()
-        repo = self.world.ports.memories
-        assert isinstance(repo, InMemoryMemoryRepository)
-        self.harness_service = HarnessService(self.world.ports, InMemoryAttachmentRepository(repo))
+        self.server = self.driver()
         self.model = Reference()
         self.latest: dict[str, str] = {}  # memory -> its current record (the one revise names)
         self.harness_numbers = itertools.count(1)
 
-    def who(self, principal: str) -> Caller:
-        return caller(principal, groups=GROUPS.get(principal, ()))
+    def driver(self) -> Driver:
+        """What the machine runs against (a fresh server, or a fresh tenant of one, per example)."""
+        return ServiceDriver()
 
     def expect(self, principal: str, memory_id: str, needs: str | None, call: Callable[[], Any]) -> Any:
         wanted = self.model.outcome(principal, memory_id, needs)
@@ -124,33 +197,31 @@ class AccessModel(RuleBasedStateMachine):
         return self._root(principal, restricted)
 
     def _root(self, principal: str, restricted: bool) -> str:
-        view = self.world.memories.create(self.who(principal), name="root", restricted=restricted)
-        return self._created(principal, view.memory.id, None, restricted)
+        return self._created(principal, self.server.create_memory(principal, None, restricted), None, restricted)
 
     def _created(self, principal: str, memory_id: str, parent: str | None, restricted: bool) -> str:
         self.model.parent[memory_id] = parent
         self.model.restricted[memory_id] = restricted
-        implicit = [g for g in self.world.grants.list(self.who(principal), memory_id) if g.memory_id == memory_id]
-        assert [(g.principal, frozenset(g.privileges)) for g in implicit] == [(principal, ALL)]
+        implicit = [g for g in self.server.grants(principal, memory_id) if g.memory_id == memory_id]
+        assert [(g.principal, g.privileges) for g in implicit] == [(principal, ALL)]
         self.model.grants[implicit[0].id] = (memory_id, principal, ALL)
-        record = self.world.records.remember(self.who(principal), memory_id, RecordInput("fact", "seed", {}))
-        self.latest[memory_id] = record.record.id
+        self.latest[memory_id] = self.server.remember(principal, memory_id, "seed")[0]
         return memory_id
 
     @precondition(lambda self: len(self.model.parent) < 12)
     @rule(target=memories, principal=st.sampled_from(PEOPLE), parent=memories, restricted=st.booleans())
     def create_child(self, principal: str, parent: str, restricted: bool) -> str:
-        made = self.expect(principal, parent, "create", lambda: self.world.memories.create(
-            self.who(principal), name="child", parent_id=parent, restricted=restricted))
+        server = self.server
+        made = self.expect(principal, parent, "create", lambda: server.create_memory(principal, parent, restricted))
         if made is None:
             return parent  # refused: the bundle gets an existing memory again
-        return self._created(principal, made.memory.id, parent, restricted)
+        return self._created(principal, made, parent, restricted)
 
     @rule(principal=st.sampled_from(PEOPLE), memory_id=memories, restricted=st.booleans())
     def set_restricted(self, principal: str, memory_id: str, restricted: bool) -> None:
         needs = "delete" if restricted != self.model.restricted[memory_id] else None
-        done = self.expect(principal, memory_id, needs, lambda: self.world.memories.update(
-            self.who(principal), memory_id, {"restricted": restricted}))
+        done = self.expect(principal, memory_id, needs, lambda: self.server.update_memory(
+            principal, memory_id, {"restricted": restricted}) or True)
         if done is not None:
             self.model.restricted[memory_id] = restricted
 
@@ -174,7 +245,7 @@ class AccessModel(RuleBasedStateMachine):
         elif parent in self.model.under(memory_id):
             wanted = MemoryInvalid
         try:
-            self.world.memories.update(self.who(principal), memory_id, {"parent_id": parent})
+            self.server.update_memory(principal, memory_id, {"parent_id": parent})
             got: type[DomainError] | None = None
         except DomainError as refused:
             got = type(refused)
@@ -187,18 +258,18 @@ class AccessModel(RuleBasedStateMachine):
     @rule(principal=st.sampled_from(PEOPLE), memory_id=memories, grantee=st.sampled_from(GRANTEES),
           privileges=PRIVILEGE_SETS)
     def grant(self, principal: str, memory_id: str, grantee: str, privileges: frozenset[str]) -> None:
-        made = self.expect(principal, memory_id, "delete", lambda: self.world.grants.create(
-            self.who(principal), memory_id, grantee, sorted(privileges)))
+        made = self.expect(principal, memory_id, "delete", lambda: self.server.grant(
+            principal, memory_id, grantee, privileges))
         if made is not None:
-            self.model.grants[made.id] = (memory_id, grantee, privileges)
+            self.model.grants[made] = (memory_id, grantee, privileges)
 
     @precondition(lambda self: bool(self.model.grants))
     @rule(principal=st.sampled_from(PEOPLE), data=st.data())
     def revoke(self, principal: str, data: st.DataObject) -> None:
         grant_id = data.draw(st.sampled_from(sorted(self.model.grants)))
         memory_id = self.model.grants[grant_id][0]
-        done = self.expect(principal, memory_id, "delete", lambda: self.world.grants.delete(
-            self.who(principal), memory_id, grant_id) or True)
+        done = self.expect(principal, memory_id, "delete", lambda: self.server.revoke(
+            principal, memory_id, grant_id) or True)
         if done is not None:
             del self.model.grants[grant_id]
 
@@ -210,48 +281,47 @@ class AccessModel(RuleBasedStateMachine):
         who = f"harness:{harness}"
         needed = frozenset({"read"} if access == "read" else {"read", "write"})
         lacked = not needed <= self.model.privileges(who, memory_id)
-        done = self.expect(principal, memory_id, "delete", lambda: self.harness_service.attach(
-            self.who(principal), harness, [Attachment(memory_id, access)]))
+        done = self.expect(principal, memory_id, "delete", lambda: self.server.attach(
+            principal, harness, memory_id, access) or True)
         if done is None:
             return
         self.model.harnesses.append(who)
-        written = [g for g in self.world.grants.list(self.who(principal), memory_id)
+        written = [g for g in self.server.grants(principal, memory_id)
                    if g.principal == who and g.memory_id == memory_id]
         assert len(written) == (1 if lacked else 0)
         for g in written:
-            assert frozenset(g.privileges) == needed
+            assert g.privileges == needed
             self.model.grants[g.id] = (memory_id, who, needed)
 
     # -- records: reads and writes as each principal -------------------------------------------
 
     @rule(principal=st.sampled_from(PEOPLE), memory_id=memories, data=st.data())
     def write(self, principal: str, memory_id: str, data: st.DataObject) -> None:
-        who = self.who(principal)
+        server = self.server
         if data.draw(st.booleans(), label="revise"):
-            done = self.expect(principal, memory_id, "write", lambda: self.world.records.revise(
-                who, memory_id, self.latest[memory_id], {"content": "revised"}))
+            done = self.expect(principal, memory_id, "write", lambda: server.revise(
+                principal, memory_id, self.latest[memory_id], "revised"))
         else:
-            done = self.expect(principal, memory_id, "write", lambda: self.world.records.remember(
-                who, memory_id, RecordInput("fact", "more", {})))
+            done = self.expect(principal, memory_id, "write", lambda: server.remember(principal, memory_id, "more"))
         if done is not None:
-            self.latest[memory_id] = done.record.id
+            self.latest[memory_id], withheld = done
             if "read" not in self.model.privileges(principal, memory_id):
-                assert "content" in done.withheld  # a write-only caller is not answered content
+                assert withheld  # a write-only caller is not answered content
 
     # -- every principal's answer on every memory, after every step ----------------------------
 
     @invariant()
     def every_answer_agrees_with_the_model(self) -> None:
+        server = self.server
         for principal in [*PEOPLE, *self.model.harnesses]:
-            who = self.who(principal)
             for memory_id in self.model.parent:
                 wanted = self.model.privileges(principal, memory_id)
-                got, view = outcome_of(lambda m=memory_id, w=who: self.world.memories.get(w, m))
+                got, held = outcome_of(lambda m=memory_id, p=principal: server.privileges(p, m))
                 assert (got is None) == bool(wanted), (principal, memory_id, wanted)
-                if view is not None:
-                    assert frozenset(view.privileges) == wanted, (principal, memory_id)
-                self.expect(principal, memory_id, "read", lambda m=memory_id, w=who: self.world.records.list(w, m))
-                self.expect(principal, memory_id, "delete", lambda m=memory_id, w=who: self.world.grants.list(w, m))
+                if held is not None:
+                    assert held == wanted, (principal, memory_id)
+                self.expect(principal, memory_id, "read", lambda m=memory_id, p=principal: server.list_records(p, m))
+                self.expect(principal, memory_id, "delete", lambda m=memory_id, p=principal: server.grants(p, m))
 
 
 AccessModel.TestCase.settings = settings(
