@@ -94,23 +94,28 @@ class HttpDriver:
         answer = self.call(principal, "PATCH", f"/v1/memories/{memory_id}/records/{record_id}", {"content": content})
         return str(answer["id"]), "content" not in answer
 
+    def forget(self, principal: str, memory_id: str, record_id: str) -> None:
+        self.call(principal, "DELETE", f"/v1/memories/{memory_id}/records/{record_id}")
+
     def list_records(self, principal: str, memory_id: str) -> None:
         self.call(principal, "GET", f"/v1/memories/{memory_id}/records")
 
+    def history(self, principal: str, memory_id: str, record_id: str) -> None:
+        self.call(principal, "GET", f"/v1/memories/{memory_id}/records/{record_id}/history")
+
+    def recall(self, principal: str, memory_id: str, text: str) -> None:
+        self.call(principal, "POST", f"/v1/memories/{memory_id}/recall", {"text": text})
+
+    def close(self) -> None:
+        purge_tenant(self.local_aws, self.tenant)
+
 
 def test_every_answer_over_http_agrees_with_the_reference_model(local_aws: LocalAws, gateway: LocalGateway) -> None:
-    drivers: list[HttpDriver] = []
-
     class OverHttp(AccessModel):
         def driver(self) -> Driver:
-            drivers.append(HttpDriver(local_aws, gateway))
-            return drivers[-1]
+            return HttpDriver(local_aws, gateway)  # a tenant of its own, purged at the example's end
 
-    try:
-        run_state_machine_as_test(OverHttp, settings=settings(
-            max_examples=10, stateful_step_count=15, deadline=None, derandomize=True, database=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-        ))
-    finally:
-        for driver in drivers:
-            purge_tenant(local_aws, driver.tenant)
+    run_state_machine_as_test(OverHttp, settings=settings(
+        max_examples=10, stateful_step_count=15, deadline=None, derandomize=True, database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    ))

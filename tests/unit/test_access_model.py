@@ -1,6 +1,7 @@
 """The authorization model (§3) as a state machine: hypothesis builds random trees (roots, children,
-moves, restricted flags), grants to principals and groups, revocations and harness attachments, made by
-random principals, and after every step checks every principal's answer on every memory against a small
+moves, restricted flags), grants to principals and groups, revocations and harness attachments, and
+writes and reads records (remember, revise, forget, history, recall), made by random principals; it
+checks each answer, and after every step every principal's answer on every memory, against a small
 reference model written here from the spec, not from domain/access.py:
 
 - effective privileges on a memory are the union of the grants, to the principal or to a group it is
@@ -31,7 +32,11 @@ from tests.unit.conftest import caller, make_world
 from uhp_memories.domain.errors import DomainError, MemoryForbidden, MemoryInvalid, MemoryNotFound
 from uhp_memories.domain.harnesses import Attachment, HarnessService
 from uhp_memories.domain.models import Caller
-from uhp_memories.domain.records import RecordInput
+from uhp_memories.domain.recall import AbstainPolicy, RecallInput, RecallService
+from uhp_memories.domain.records import RecordInput, RecordService
+from uhp_memories.search.embedded import EmbeddedSearchIndex
+from uhp_memories.search.engine import RecallEngine
+from uhp_memories.search.hashing import HashingEmbedder
 
 ALL = frozenset({"read", "write", "create", "delete"})
 GROUPS = {"user:ann": (), "user:ben": ("group:sales",), "user:cat": ("group:sales", "group:eng"),
@@ -108,7 +113,11 @@ class Driver(Protocol):
         """The new record's id, and whether its content was withheld from the answer."""
         ...
     def revise(self, principal: str, memory_id: str, record_id: str, content: str) -> tuple[str, bool]: ...
+    def forget(self, principal: str, memory_id: str, record_id: str) -> None: ...
     def list_records(self, principal: str, memory_id: str) -> None: ...
+    def history(self, principal: str, memory_id: str, record_id: str) -> None: ...
+    def recall(self, principal: str, memory_id: str, text: str) -> None: ...
+    def close(self) -> None: ...
 
 
 def who(principal: str) -> Caller:
@@ -123,6 +132,13 @@ class ServiceDriver:
         repo = self.world.ports.memories
         assert isinstance(repo, InMemoryMemoryRepository)
         self.harnesses = HarnessService(self.world.ports, InMemoryAttachmentRepository(repo))
+        embedder = HashingEmbedder(64)
+        self.index = EmbeddedSearchIndex(":memory:", model_id=embedder.model_id, dimensions=embedder.dimensions)
+        engine = RecallEngine(self.index, embedder)
+        self.records = RecordService(self.world.ports, self.world.memories, None, lambda: engine)
+        self.recalls = RecallService(
+            self.world.ports, self.world.memories, self.records, lambda: engine, AbstainPolicy(0.0)
+        )
 
     def create_memory(self, principal: str, parent: str | None, restricted: bool) -> str:
         name = "root" if parent is None else "child"
@@ -148,15 +164,27 @@ class ServiceDriver:
         self.harnesses.attach(who(principal), harness, [Attachment(memory_id, access)])
 
     def remember(self, principal: str, memory_id: str, content: str) -> tuple[str, bool]:
-        view = self.world.records.remember(who(principal), memory_id, RecordInput("fact", content, {}))
+        view = self.records.remember(who(principal), memory_id, RecordInput("fact", content, {}))
         return view.record.id, "content" in view.withheld
 
     def revise(self, principal: str, memory_id: str, record_id: str, content: str) -> tuple[str, bool]:
-        view = self.world.records.revise(who(principal), memory_id, record_id, {"content": content})
+        view = self.records.revise(who(principal), memory_id, record_id, {"content": content})
         return view.record.id, "content" in view.withheld
 
+    def forget(self, principal: str, memory_id: str, record_id: str) -> None:
+        self.records.forget(who(principal), memory_id, record_id)
+
     def list_records(self, principal: str, memory_id: str) -> None:
-        self.world.records.list(who(principal), memory_id)
+        self.records.list(who(principal), memory_id)
+
+    def history(self, principal: str, memory_id: str, record_id: str) -> None:
+        self.records.history(who(principal), memory_id, record_id)
+
+    def recall(self, principal: str, memory_id: str, text: str) -> None:
+        self.recalls.recall(who(principal), memory_id, RecallInput(text=text))
+
+    def close(self) -> None:
+        self.index.close()
 
 
 def outcome_of(call: Callable[[], Any]) -> tuple[type[DomainError] | None, Any]:
@@ -307,6 +335,25 @@ class AccessModel(RuleBasedStateMachine):
             self.latest[memory_id], withheld = done
             if "read" not in self.model.privileges(principal, memory_id):
                 assert withheld  # a write-only caller is not answered content
+
+    @rule(principal=st.sampled_from(PEOPLE), memory_id=memories)
+    def forget(self, principal: str, memory_id: str) -> None:
+        """Forgetting needs write; the memory then gets a current record again, for revise to name."""
+        server = self.server
+        done = self.expect(principal, memory_id, "write", lambda: server.forget(
+            principal, memory_id, self.latest[memory_id]) or True)
+        if done is not None:
+            self.latest[memory_id] = server.remember(principal, memory_id, "again")[0]
+
+    @rule(principal=st.sampled_from(PEOPLE), memory_id=memories)
+    def read(self, principal: str, memory_id: str) -> None:
+        """A recall and a record's history need read."""
+        server = self.server
+        self.expect(principal, memory_id, "read", lambda: server.recall(principal, memory_id, "seed"))
+        self.expect(principal, memory_id, "read", lambda: server.history(principal, memory_id, self.latest[memory_id]))
+
+    def teardown(self) -> None:
+        self.server.close()
 
     # -- every principal's answer on every memory, after every step ----------------------------
 
