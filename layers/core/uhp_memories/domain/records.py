@@ -213,7 +213,9 @@ class RecordService:
         access = self._ports.access(caller)
         written_at = format_ms(self._ports.clock.now_ms())
         records = [self._first_version(caller, memory_id, given, written_at) for given in episodes]
-        # As in remember: embedded while the access read and the commit run, when known before the checks.
+        # As in remember: embedded while the access read and the commit run, when known before the
+        # checks. An episode is a core type, so a batch whose texts are not known here is one the
+        # checks below refuse; whatever a write did not embed ahead, index_after_commit embeds.
         early = len(episodes) <= OBSERVE_MAX and _text_known_early(episodes)
         ahead = embed_ahead(self._index, records) if early else None
         access.require(memory_id, "write")
@@ -223,8 +225,6 @@ class RecordService:
             if given.type != "episode":
                 raise MemoryInvalid("observe takes episodes; remember writes other types")
             self._check_input(given)
-        if ahead is None:
-            ahead = embed_ahead(self._index, records)
         try:
             self._ports.records.append_many(records)
         except TreeChanged:
