@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,16 +18,25 @@ from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
 
 
-@pytest.fixture
-def workflows_answer_at_once(local_aws: LocalAws) -> Iterator[None]:
+@contextmanager
+def answering_at_once(local_aws: LocalAws) -> Iterator[None]:
     """Erase, delete and consolidation answer 202 at once instead of waiting for their workflow (the
     path a long one takes); the workflow still runs to its end."""
     container = local_aws.container
     assert container is not None
     saved = container.removal.wait_seconds, container.consolidation.wait_seconds
     container.removal.wait_seconds = container.consolidation.wait_seconds = 0.0
-    yield
-    container.removal.wait_seconds, container.consolidation.wait_seconds = saved
+    try:
+        yield
+    finally:
+        container.removal.wait_seconds, container.consolidation.wait_seconds = saved
+
+
+@pytest.fixture
+def workflows_answer_at_once(local_aws: LocalAws) -> Iterator[None]:
+    """A test's erases, deletes and consolidations answer 202 at once (answering_at_once)."""
+    with answering_at_once(local_aws):
+        yield
 
 
 @dataclass
@@ -72,6 +82,13 @@ class Client:
         answer = self.post(f"/v1/memories/{memory_id}/records", {"type": type, "content": content, **fields})
         assert answer.status_code == 201, answer.text
         return answer.json()
+
+    def upload(self, name: str, data: bytes) -> dict[str, Any]:
+        """POST /v1/files, multipart as a browser or curl -F sends it; the file's metadata."""
+        answer = self.session.post(self.base_url + "/v1/files", files={"file": (name, data, "text/plain")},
+                                   headers={"x-api-key": self.key}, timeout=30)
+        assert answer.status_code == 201, answer.text
+        return dict(answer.json())
 
     def grant(self, memory_id: str, principal: str, *privileges: str) -> dict[str, Any]:
         answer = self.post(f"/v1/memories/{memory_id}/grants", {"principal": principal, "privileges": list(privileges)})

@@ -35,13 +35,6 @@ def _secret(label: str) -> str:
     return f"{label}-{secrets.token_hex(8)}"
 
 
-def _upload(client: Client, data: bytes) -> str:
-    answer = client.session.post(client.base_url + "/v1/files", files={"file": ("f.txt", data, "text/plain")},
-                                 headers={"x-api-key": client.key}, timeout=30)
-    assert answer.status_code == 201, answer.text
-    return str(answer.json()["id"])
-
-
 def _poll(client: Client, memory_id: str, job_id: str) -> dict:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -60,7 +53,8 @@ def test_erase_leaves_nothing_behind(alice: Client, local_aws: LocalAws) -> None
                         headers={"Idempotency-Key": secrets.token_hex(8)}).json()
     revised = alice.patch(f"/v1/memories/{memory['id']}/records/{record['id']}", {"content": second}).json()
     file_bytes = _secret("filebytes").encode()
-    file_record = alice.remember(memory["id"], type="note", content={"file": {"id": _upload(alice, file_bytes)}})  # type: ignore[arg-type]
+    file_id = alice.upload("f.txt", file_bytes)["id"]
+    file_record = alice.remember(memory["id"], type="note", content={"file": {"id": file_id}})  # type: ignore[arg-type]
     derived = alice.remember(derived_memory["id"], derived_text, references=[
         {"rel": "derived_from", "memory_id": memory["id"], "record_id": revised["id"]}])
     kept = alice.remember(memory["id"], keep)
@@ -190,7 +184,7 @@ def test_delete_removes_the_subtree_its_records_and_files(alice: Client, local_a
     child = alice.create_memory("Child", parent_id=root["id"])
     text, data = _secret("child-text"), _secret("child-bytes").encode()
     alice.remember(child["id"], text)
-    alice.remember(child["id"], type="note", content={"file": {"id": _upload(alice, data)}})  # type: ignore[arg-type]
+    alice.remember(child["id"], type="note", content={"file": {"id": alice.upload("f.txt", data)["id"]}})  # type: ignore[arg-type]
     answer = alice.delete(f"/v1/memories/{root['id']}")
     assert answer.status_code == 200, answer.text
     assert answer.json()["deleted"] is True

@@ -275,16 +275,9 @@ def test_filters_nested_1000_deep_are_invalid_wherever_filters_are_read(alice: C
 # -- finding 4: erase and delete take a file's metadata with them --------------------------------
 
 
-def _upload(client: Client, name: str, data: bytes) -> dict[str, Any]:
-    answer = client.session.post(client.base_url + "/v1/files", files={"file": (name, data, "text/plain")},
-                                 headers={"x-api-key": client.key}, timeout=30)
-    assert answer.status_code == 201, answer.text
-    return answer.json()
-
-
 def test_erase_removes_a_files_metadata_and_reports_it(alice: Client) -> None:
     memory = alice.create_memory("docs")
-    uploaded = _upload(alice, "acme-pricing-secret.txt", b"40k")
+    uploaded = alice.upload("acme-pricing-secret.txt", b"40k")
     record = alice.remember(memory["id"], type="note", content={"file": {"id": uploaded["id"]}})  # type: ignore[arg-type]
     assert alice.get(f"/v1/files/{uploaded['id']}").json()["status"] == "attached"
     erased = alice.post(f"/v1/memories/{memory['id']}/erase", {"record_ids": [record["id"]]})
@@ -297,7 +290,7 @@ def test_erase_removes_a_files_metadata_and_reports_it(alice: Client) -> None:
 
 def test_memory_delete_removes_its_files_metadata(alice: Client) -> None:
     memory = alice.create_memory("docs")
-    uploaded = _upload(alice, "plan.txt", b"bytes")
+    uploaded = alice.upload("plan.txt", b"bytes")
     alice.remember(memory["id"], type="note", content={"file": {"id": uploaded["id"]}})  # type: ignore[arg-type]
     assert alice.delete(f"/v1/memories/{memory['id']}").status_code == 200
     assert alice.get(f"/v1/files/{uploaded['id']}").status_code == 404
@@ -306,7 +299,7 @@ def test_memory_delete_removes_its_files_metadata(alice: Client) -> None:
 def test_a_files_metadata_follows_its_records_memory(alice: Client, bob: Client, make_client: ClientFactory) -> None:
     """Attached, a file is read by whoever reads its record's memory (the uploader too only then)."""
     memory = alice.create_memory("docs")
-    uploaded = _upload(alice, "plan.txt", b"bytes")
+    uploaded = alice.upload("plan.txt", b"bytes")
     assert bob.get(f"/v1/files/{uploaded['id']}").status_code == 404  # another's upload
     alice.remember(memory["id"], type="note", content={"file": {"id": uploaded["id"]}})  # type: ignore[arg-type]
     assert bob.get(f"/v1/files/{uploaded['id']}").status_code == 404
@@ -396,7 +389,7 @@ def test_revert_needs_write_not_read(alice: Client, bob: Client, make_client: Cl
 def test_another_memorys_content_run_and_revert_are_not_found_through_this_one(alice: Client) -> None:
     """(A job through another memory: test_erase.py, test_a_job_is_read_only_through_the_memory_it_belongs_to.)"""
     mine, other = alice.create_memory("mine"), alice.create_memory("other")
-    uploaded = _upload(alice, "x.txt", b"bytes")
+    uploaded = alice.upload("x.txt", b"bytes")
     file_record = alice.remember(other["id"], type="note", content={"file": {"id": uploaded["id"]}})  # type: ignore[arg-type]
     alice.remember(other["id"], "repeat")
     alice.remember(other["id"], "repeat")

@@ -31,7 +31,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.integration.conftest import Client, ClientFactory, purge_tenant
+from tests.integration.conftest import Client, ClientFactory, answering_at_once, purge_tenant
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
 
@@ -84,7 +84,7 @@ def restored(label: str, owned: Client) -> dict[str, str]:
     if label == "PATCH /v1/memories/{memory_id}/records/{record_id}":
         return {"record_id": owned.remember(memory_id, "Acme renews in March.")["id"]}
     if label == "GET /v1/memories/{memory_id}/records/{record_id}/content":
-        file_content = {"file": {"id": upload(owned)}}
+        file_content = {"file": {"id": owned.upload("notes.txt", b"Acme renews in March.")["id"]}}
         held = owned.post(f"/v1/memories/{memory_id}/records", {"type": "note", "content": file_content})
         assert held.status_code == 201, held.text
         return {"record_id": held.json()["id"]}
@@ -103,15 +103,6 @@ SCHEDULE = {"every_minutes": 60}
 
 def attachments(memory_id: str) -> dict[str, Any]:
     return {"memories": [{"memory_id": memory_id, "access": "write"}]}
-
-
-def upload(client: Client) -> str:
-    answer = client.session.post(
-        client.base_url + "/v1/files", files={"file": ("notes.txt", b"Acme renews in March.", "text/plain")},
-        headers={"x-api-key": client.key}, timeout=30,
-    )
-    assert answer.status_code == 201, answer.text
-    return str(answer.json()["id"])
 
 
 # Framing headers are the HTTP server's, not the API's: a Content-Length that does not match the body is
@@ -164,7 +155,8 @@ def owned(local_aws: LocalAws, make_client: ClientFactory) -> Iterator[Client]:
     assert all(answer.status_code in (200, 201) for answer in made), [answer.text for answer in made]
     OWNED.update(
         memory_id=memory["id"], record_id=record["id"], harness_id="h1", name="q1", grant_id=grant.json()["id"],
-        file_id=upload(client), job_id=erase_job(local_aws, client, memory["id"]),
+        file_id=client.upload("notes.txt", b"Acme renews in March.")["id"],
+        job_id=erase_job(local_aws, client, memory["id"]),
     )
     if run.status_code in (201, 202):
         OWNED["run_id"] = run.json()["id"]
@@ -179,15 +171,10 @@ def owned(local_aws: LocalAws, make_client: ClientFactory) -> Iterator[Client]:
 
 def erase_job(local_aws: LocalAws, client: Client, memory_id: str) -> str:
     """The id of a job of `memory_id`: an erase answered at once with 202, its workflow run to its end."""
-    container = local_aws.container
-    assert container is not None
     doomed = client.remember(memory_id, "to be erased")
-    saved, container.removal.wait_seconds = container.removal.wait_seconds, 0.0
-    try:
+    with answering_at_once(local_aws):
         answer = client.post(f"/v1/memories/{memory_id}/erase", {"record_ids": [doomed["id"]]},
                              headers={"Idempotency-Key": secrets.token_hex(8)})
-    finally:
-        container.removal.wait_seconds = saved
     assert answer.status_code == 202, answer.text
     return str(answer.json()["job"]["id"])
 
