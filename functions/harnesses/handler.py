@@ -1,6 +1,7 @@
-"""Attaching memories to a harness (§9): PUT replaces the list (attaching is granting), GET reads it.
-Prime and turns (§9.1): GET .../prime places the attached memories' pinned records within a token
-budget; POST .../turns sends a turn to the default memory as episodes."""
+"""Attaching memories to a harness (§9): PUT replaces the list (attaching is granting), GET reads it;
+its owners (who may do so beside the harness itself). Prime and turns (§9.1): GET .../prime places the
+attached memories' pinned records within a token budget; POST .../turns sends a turn to the default
+memory as episodes. Only the harness and its owners reach any of these (domain/harnesses.py)."""
 
 from typing import Annotated
 
@@ -17,12 +18,15 @@ from uhp_memories.tokens.wordpiece import TOKENIZER_NAME
 app = make_resolver()
 
 
-def _out(harness_id: str, attachments: list[Attachment], notices: list[Notice] | None = None) -> schemas.AttachmentsOut:
+def _out(
+    harness_id: str, attachments: list[Attachment], notices: list[Notice] | None = None, hidden: int = 0
+) -> schemas.AttachmentsOut:
     return schemas.AttachmentsOut(
         harness_id=harness_id,
         memories=[
             schemas.AttachmentOut(memory_id=a.memory_id, access=a.access, default=a.default) for a in attachments
         ],
+        hidden=hidden,
         notices=[
             schemas.NoticeOut(code=n.code, message=n.message, memory_id=n.memory_id, provider=n.provider)
             for n in notices or []
@@ -43,7 +47,27 @@ def handle_attach_memories(harness_id: str, body: schemas.AttachmentsIn) -> Resp
 
 @app.get("/v1/harnesses/<harness_id>/memories", summary="The memories a harness works with", tags=["harnesses"])
 def handle_attached_memories(harness_id: str) -> Response[schemas.AttachmentsOut]:
-    return respond(_out(harness_id, bootstrap.container().harnesses.attached(caller_of(app), harness_id)))
+    listed = bootstrap.container().harnesses.listed(caller_of(app), harness_id)
+    return respond(_out(harness_id, listed.memories, hidden=listed.hidden))
+
+
+def _owners(harness_id: str, owners: tuple[str, ...]) -> schemas.OwnersOut:
+    return schemas.OwnersOut(harness_id=harness_id, owners=list(owners))
+
+
+@app.put(
+    "/v1/harnesses/<harness_id>/owners",
+    summary="Replace who owns a harness beside itself (who may change its memories, prime and turns)",
+    tags=["harnesses"],
+)
+def handle_set_owners(harness_id: str, body: schemas.OwnersIn) -> Response[schemas.OwnersOut]:
+    owners = bootstrap.container().harnesses.set_owners(caller_of(app), harness_id, body.owners)
+    return respond(_owners(harness_id, owners))
+
+
+@app.get("/v1/harnesses/<harness_id>/owners", summary="Who owns a harness beside itself", tags=["harnesses"])
+def handle_owners(harness_id: str) -> Response[schemas.OwnersOut]:
+    return respond(_owners(harness_id, bootstrap.container().harnesses.owners(caller_of(app), harness_id)))
 
 
 
@@ -55,8 +79,11 @@ def handle_attached_memories(harness_id: str) -> Response[schemas.AttachmentsOut
 def handle_prime(
     harness_id: str,
     budget: Annotated[int | None, Query(description="tokens (MiniLM's tokenizer), 1 to 20000, default 2000")] = None,
+    memory: Annotated[str | None, Query(description="§9 metadata.memory: the session's memory, primed too")] = None,
 ) -> Response[schemas.PrimeOut]:
-    answer = bootstrap.container().prime.prime(caller_of(app), harness_id, budget)
+    container = bootstrap.container()
+    caller = container.harnesses.session_caller(caller_of(app), memory)
+    answer = container.prime.prime(caller, harness_id, budget)
     return respond(presenters.prime(answer, TOKENIZER_NAME))
 
 
@@ -73,7 +100,9 @@ def handle_turn(harness_id: str, body: schemas.TurnIn) -> Response[schemas.TurnO
         tools=[ToolRun(t.name, t.input, t.output) for t in body.tools],
         prime_id=body.prime_id,
     )
-    answer = bootstrap.container().turns.observe_turn(caller_of(app), harness_id, turn)
+    container = bootstrap.container()
+    caller = container.harnesses.session_caller(caller_of(app), body.memory)
+    answer = container.turns.observe_turn(caller, harness_id, turn)
     return respond(presenters.turn(answer, harness_id), 201)
 
 

@@ -8,8 +8,8 @@ import pytest
 from tests.contract.builders import ACME, GLOBEX, add, creator_grant, grant, mid
 from tests.contract.conftest import Repositories
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.harnesses import Attachment, AttachmentsChanged
-from uhp_memories.domain.models import Grant
+from uhp_memories.domain.harnesses import AttachmentsChanged, HarnessList
+from uhp_memories.domain.models import Attachment, Grant
 
 HARNESS = "chrn_1"
 
@@ -17,8 +17,8 @@ HARNESS = "chrn_1"
 def replace_as_read(repos: Repositories, tenant: str, harness_id: str, attachments: list[Attachment],
                     grants: list[Grant]) -> None:
     """A replace of the list as it stands now (the service's compare-and-swap, uncontended)."""
-    repos.attachments.replace(tenant, harness_id, attachments, grants,
-                              as_read=repos.attachments.get(tenant, harness_id))
+    repos.attachments.replace(tenant, harness_id, attachments, grants, owners=("user:ann",),
+                              as_read=repos.attachments.get_list(tenant, harness_id))
 
 
 @pytest.mark.parametrize("stale", ["another list", "no list"])
@@ -27,11 +27,12 @@ def test_replace_of_a_list_changed_since_it_was_read_raises_and_writes_nothing(
 ) -> None:
     a, b = add(repos, 1), add(repos, 2)
     first = [Attachment(a.id, "read")]
-    repos.attachments.replace(ACME, HARNESS, first, [], as_read=None)
-    as_read = [Attachment(b.id, "read")] if stale == "another list" else None
+    repos.attachments.replace(ACME, HARNESS, first, [], owners=("user:ann",), as_read=None)
+    as_read = HarnessList([Attachment(b.id, "read")], ("user:ann",)) if stale == "another list" else None
     on_b = grant(1, b.id, "harness:chrn_1")
     with pytest.raises(AttachmentsChanged):
-        repos.attachments.replace(ACME, HARNESS, [Attachment(b.id, "write")], [on_b], as_read=as_read)
+        repos.attachments.replace(ACME, HARNESS, [Attachment(b.id, "write")], [on_b], owners=("user:ann",),
+                                  as_read=as_read)
     assert repos.attachments.get(ACME, HARNESS) == first
     assert repos.memories.grants_of(ACME, ["harness:chrn_1"]) == []
 
@@ -106,3 +107,17 @@ def test_lists_are_kept_per_harness_and_per_tenant(repos: Repositories) -> None:
     assert repos.attachments.get(ACME, HARNESS) == [Attachment(ours.id, "read")]
     assert repos.attachments.get(ACME, "chrn_2") == [Attachment(ours.id, "write", default=True)]
     assert repos.attachments.get(GLOBEX, HARNESS) == [Attachment(theirs.id, "write")]
+
+
+def test_a_list_keeps_its_owners_and_a_replace_over_other_owners_raises(repos: Repositories) -> None:
+    a = add(repos, 1)
+    repos.attachments.replace(ACME, HARNESS, [Attachment(a.id, "read")], [], owners=("user:ann", "group:ops"),
+                              as_read=None)
+    stored = repos.attachments.get_list(ACME, HARNESS)
+    assert stored == HarnessList([Attachment(a.id, "read")], ("user:ann", "group:ops"))
+    with pytest.raises(AttachmentsChanged):  # the same entries, read with other owners: the list changed
+        repos.attachments.replace(ACME, HARNESS, [], [], owners=("user:ben",),
+                                  as_read=HarnessList(stored.entries, ("user:ben",)))
+    assert repos.attachments.get_list(ACME, HARNESS) == stored
+    repos.attachments.replace(ACME, HARNESS, [], [], owners=("user:ben",), as_read=stored)
+    assert repos.attachments.get_list(ACME, HARNESS) == HarnessList([], ("user:ben",))

@@ -47,17 +47,18 @@ def test_an_entry_the_harness_already_holds_is_attached_without_a_new_grant(
     assert sum(1 for g in grants if g["principal"] == "harness:chrn_2") == 1
 
 
-def test_adding_an_entry_needs_delete_even_when_the_harness_already_holds_it(
+def test_an_entry_the_harness_already_holds_needs_only_visibility(
     alice: Client, make_client: ClientFactory
 ) -> None:
+    """§9: "an entry the harness already holds is attached as it is"; granting is what needs delete."""
     memory = alice.create_memory("Team")
-    alice.grant(memory["id"], "harness:chrn_2", "read", "write")
+    alice.grant(memory["id"], "harness:chrn_2b", "read", "write")
     carol = make_client("user:carol")
     alice.grant(memory["id"], "user:carol", "read")
-    answer = _attach(carol, "chrn_2", {"memory_id": memory["id"], "access": "write", "default": True})
-    assert answer.status_code == 403
-    assert error_code(answer) == "memory_forbidden"
-    assert error_code(alice.get("/v1/harnesses/chrn_2/memories")) == "memories_not_attached"
+    answer = _attach(carol, "chrn_2b", {"memory_id": memory["id"], "access": "write", "default": True})
+    assert answer.status_code == 200, answer.text
+    grants = alice.get(f"/v1/memories/{memory['id']}/grants").json()["data"]
+    assert sum(1 for g in grants if g["principal"] == "harness:chrn_2b") == 1
 
 
 def test_attaching_what_the_caller_may_not_grant_is_refused(alice: Client, make_client: ClientFactory) -> None:
@@ -109,7 +110,7 @@ def test_a_bad_harness_id_is_invalid(alice: Client) -> None:
     assert answer.status_code == 422
 
 
-# -- who may read and who may change the list ----------------------------------------------------
+# -- who owns the list (docs/decisions.md, "Harness ownership") ----------------------------------------
 
 
 def _listed(client: Client, harness: str) -> list[dict]:
@@ -121,109 +122,108 @@ def _listed(client: Client, harness: str) -> list[dict]:
     return answer.json()["memories"]
 
 
-def test_a_principal_that_holds_nothing_cannot_empty_a_harness_list(alice: Client, make_client: ClientFactory) -> None:
+def _owners(client: Client, harness: str, *owners: str) -> object:
+    return client.put(f"/v1/harnesses/{harness}/owners", {"owners": list(owners)})
+
+
+def test_a_principal_who_does_not_own_the_harness_is_refused_everything(
+    alice: Client, make_client: ClientFactory
+) -> None:
+    """The issue's attacks: a user with no relation to a harness emptied its list, made its own memory the
+    harness's default (so the harness's writes and turns land where it reads), and primed it."""
     memory = alice.create_memory("Team")
-    assert _attach(alice, "chrn_7", {"memory_id": memory["id"], "access": "write", "default": True}).status_code == 200
+    entry = {"memory_id": memory["id"], "access": "write", "default": True}
+    assert _attach(alice, "chrn_7", entry).status_code == 200
     dave = make_client("user:dave")
-    answer = _attach(dave, "chrn_7")
-    # The list dave replaces is his view of it, which is empty: the answer says nothing, and nothing changes.
-    assert answer.status_code == 200, answer.text
-    assert answer.json()["memories"] == []
-    assert _listed(alice, "chrn_7") == [{"memory_id": memory["id"], "access": "write", "default": True}]
+    daves = dave.create_memory("Dave's")
+    for answer in (
+        _attach(dave, "chrn_7"),
+        _attach(dave, "chrn_7", {"memory_id": daves["id"], "access": "write", "default": True}),
+        dave.get("/v1/harnesses/chrn_7/memories"),
+        _owners(dave, "chrn_7", "user:dave"),
+        dave.get("/v1/harnesses/chrn_7/owners"),
+        dave.get("/v1/harnesses/chrn_7/prime"),
+        dave.post("/v1/harnesses/chrn_7/turns", {"asked": "a", "answered": "b"}),
+    ):
+        assert (answer.status_code, error_code(answer)) == (403, "memory_forbidden"), answer.text
+        assert "owned by other principals" in answer.json()["error"]["message"]
+    assert _listed(alice, "chrn_7") == [entry]
     assert make_client("harness:chrn_7").post(
         f"/v1/memories/{memory['id']}/records", {"type": "fact", "content": "still attached"}).status_code == 201
 
 
-def test_a_reader_without_delete_cannot_remove_or_change_an_entry(alice: Client, make_client: ClientFactory) -> None:
+def test_owners_are_shared_by_the_owner_and_the_harness_owns_itself(alice: Client, make_client: ClientFactory) -> None:
     memory = alice.create_memory("Team")
-    carol = make_client("user:carol")
-    alice.grant(memory["id"], "user:carol", "read", "write", "create")
-    entry = {"memory_id": memory["id"], "access": "read", "default": False}
-    assert _attach(alice, "chrn_8", entry).status_code == 200
-    for entries in ((), ({**entry, "access": "write"},), ({**entry, "access": "write", "default": True},)):
-        answer = _attach(carol, "chrn_8", *entries)
-        assert answer.status_code == 403, entries
-        assert error_code(answer) == "memory_forbidden"
-    assert _listed(alice, "chrn_8") == [entry]
-    # Sending it unchanged needs only that she sees the memory; she may not read the entry back.
-    unchanged = _attach(carol, "chrn_8", entry)
-    assert unchanged.status_code == 200, unchanged.text
-    assert unchanged.json()["memories"] == []
-    assert error_code(carol.get("/v1/harnesses/chrn_8/memories")) == "memories_not_attached"
+    assert _attach(alice, "chrn_8", {"memory_id": memory["id"], "access": "read"}).status_code == 200
+    assert alice.get("/v1/harnesses/chrn_8/owners").json() == {
+        "object": "harness.owners", "harness_id": "chrn_8", "owners": ["user:alice"]}
+    carol = make_client("user:carol", groups=("group:ops",))
+    alice.grant(memory["id"], "user:carol", "read")
+    assert _attach(carol, "chrn_8").status_code == 403
+    shared = _owners(alice, "chrn_8", "user:alice", "group:ops")
+    assert (shared.status_code, shared.json()["owners"]) == (200, ["user:alice", "group:ops"])
+    assert _listed(carol, "chrn_8") == [{"memory_id": memory["id"], "access": "read", "default": False}]
+    harness = make_client("harness:chrn_8")
+    assert _owners(harness, "chrn_8").status_code == 200  # the harness owns itself, and may drop the others
+    assert _attach(alice, "chrn_8").status_code == 403
+    bad = _owners(harness, "chrn_8", "harness:chrn_8")
+    assert (bad.status_code, error_code(bad)) == (422, "memory_invalid")
 
 
-def test_a_caller_reads_the_entries_where_it_holds_delete_and_the_harness_all_it_sees(
+def test_a_list_nobody_holds_is_no_list_and_another_tenant_never_reaches_one(
     alice: Client, make_client: ClientFactory
 ) -> None:
-    owned, read_only = alice.create_memory("Gina may change"), alice.create_memory("Gina reads")
-    gina = make_client("user:gina")
-    alice.grant(owned["id"], "user:gina", "delete")
-    alice.grant(read_only["id"], "user:gina", "read", "write", "create")
-    assert _attach(alice, "chrn_9", {"memory_id": owned["id"], "access": "read"},
-                   {"memory_id": read_only["id"], "access": "read"}).status_code == 200
-    assert [m["memory_id"] for m in _listed(alice, "chrn_9")] == [owned["id"], read_only["id"]]
-    assert [m["memory_id"] for m in _listed(gina, "chrn_9")] == [owned["id"]]
-    harness = make_client("harness:chrn_9")
-    assert [m["memory_id"] for m in _listed(harness, "chrn_9")] == [owned["id"], read_only["id"]]
-    # A harness whose grant was revoked no longer sees that memory, and so no longer reads its entry.
-    grant = next(g for g in alice.get(f"/v1/memories/{owned['id']}/grants").json()["data"]
-                 if g["principal"] == "harness:chrn_9")
-    assert alice.delete(f"/v1/memories/{owned['id']}/grants/{grant['id']}").status_code == 200
-    assert [m["memory_id"] for m in _listed(harness, "chrn_9")] == [read_only["id"]]
-
-
-def test_a_list_the_caller_may_not_read_looks_like_no_list(alice: Client, make_client: ClientFactory) -> None:
     memory = alice.create_memory("Team")
     assert _attach(alice, "chrn_10", {"memory_id": memory["id"], "access": "read"}).status_code == 200
-    bob = make_client("user:bob")
-    alice.grant(memory["id"], "user:bob", "read")
-    for client in (bob, make_client("user:dave"), make_client("user:alice", tenant_name="other-tenant")):
-        attached, never = client.get("/v1/harnesses/chrn_10/memories"), client.get("/v1/harnesses/chrn_11/memories")
-        assert (attached.status_code, error_code(attached)) == (never.status_code, error_code(never)) == (
-            404, "memories_not_attached")
+    mallory = make_client("user:alice", tenant_name="other-tenant")
+    attached, never = mallory.get("/v1/harnesses/chrn_10/memories"), alice.get("/v1/harnesses/chrn_11/memories")
+    assert (attached.status_code, error_code(attached)) == (never.status_code, error_code(never)) == (
+        404, "memories_not_attached")
 
 
-def test_entries_the_caller_cannot_see_are_kept_and_never_shown(alice: Client, make_client: ClientFactory) -> None:
+def test_an_owner_sees_how_many_entries_it_cannot_and_a_replacement_leaves_none_behind(
+    alice: Client, make_client: ClientFactory
+) -> None:
     private = alice.create_memory("Alice private", restricted=True)
     shared = alice.create_memory("Team")
     bob = make_client("user:bob")
     alice.grant(shared["id"], "user:bob", "read", "write", "delete")
-    bobs = bob.create_memory("Bob's")
     assert _attach(alice, "chrn_12", {"memory_id": private["id"], "access": "write", "default": True},
                    {"memory_id": shared["id"], "access": "read"}).status_code == 200
-    assert _listed(bob, "chrn_12") == [{"memory_id": shared["id"], "access": "read", "default": False}]
+    assert _owners(alice, "chrn_12", "user:alice", "user:bob").status_code == 200
+    seen = bob.get("/v1/harnesses/chrn_12/memories").json()
+    assert (seen["memories"], seen["hidden"]) == ([{"memory_id": shared["id"], "access": "read", "default": False}], 1)
+    assert private["id"] not in str(seen)
 
-    replaced = _attach(bob, "chrn_12", {"memory_id": bobs["id"], "access": "read"})
+    bobs = bob.create_memory("Bob's")
+    replaced = _attach(bob, "chrn_12", {"memory_id": bobs["id"], "access": "write", "default": True})
     assert replaced.status_code == 200, replaced.text
-    assert replaced.json()["memories"] == [{"memory_id": bobs["id"], "access": "read", "default": False}]
-    assert private["id"] not in replaced.text
-    # bob's own memory is one alice cannot see: each of them reads their own part of the same list.
-    assert _listed(alice, "chrn_12") == [{"memory_id": private["id"], "access": "write", "default": True}]
+    assert replaced.json()["memories"] == [{"memory_id": bobs["id"], "access": "write", "default": True}]
     harness = make_client("harness:chrn_12")
-    assert [m["memory_id"] for m in _listed(harness, "chrn_12")] == [bobs["id"], private["id"]]
-
+    assert [m["memory_id"] for m in _listed(harness, "chrn_12")] == [bobs["id"]]  # nothing survives unseen
+    assert alice.get("/v1/harnesses/chrn_12/memories").json()["hidden"] == 1
     emptied = _attach(bob, "chrn_12")
     assert (emptied.status_code, emptied.json()["memories"]) == (200, [])
-    assert [m["memory_id"] for m in _listed(harness, "chrn_12")] == [private["id"]]
+    assert _listed(harness, "chrn_12") == []
 
 
-def test_a_hidden_default_cannot_be_replaced_and_the_refusal_names_no_memory(
+def test_a_harness_key_writes_only_where_its_list_lets_it_whichever_door(
     alice: Client, make_client: ClientFactory
 ) -> None:
-    private = alice.create_memory("Alice private", restricted=True)
-    bob = make_client("user:bob")
-    bobs = bob.create_memory("Bob's")
-    hidden_default = {"memory_id": private["id"], "access": "write", "default": True}
-    assert _attach(alice, "chrn_13", hidden_default).status_code == 200
-    refused = _attach(bob, "chrn_13", {"memory_id": bobs["id"], "access": "write", "default": True})
-    assert refused.status_code == 403
-    assert error_code(refused) == "memory_forbidden"
-    assert refused.json()["error"]["message"] == "the harness's default is a memory you may not change"
-    assert private["id"] not in refused.text
-    assert _listed(alice, "chrn_13") == [hidden_default]
-    # Without a default, bob's entry joins the list and the default stays alice's.
-    joined = _attach(bob, "chrn_13", {"memory_id": bobs["id"], "access": "write"})
-    assert joined.status_code == 200, joined.text
-    assert joined.json()["memories"] == [{"memory_id": bobs["id"], "access": "write", "default": False}]
-    assert _listed(make_client("harness:chrn_13"), "chrn_13") == [
-        {"memory_id": bobs["id"], "access": "write", "default": False}, hidden_default]
+    """One reach rule for REST and MCP (domain/access.py): read narrows, and no list means read only."""
+    team = alice.create_memory("Team")
+    child = alice.create_memory("Child", parent_id=team["id"])
+    alice.grant(team["id"], "harness:chrn_14", "read", "write")
+    harness = make_client("harness:chrn_14")
+    fact = {"type": "fact", "content": "x"}
+    unattached = harness.post(f"/v1/memories/{team['id']}/records", fact)
+    assert (unattached.status_code, error_code(unattached)) == (404, "memories_not_attached")
+    assert "PUT /v1/harnesses/chrn_14/memories" in unattached.json()["error"]["message"]
+    assert _attach(alice, "chrn_14", {"memory_id": team["id"], "access": "read"}).status_code == 200
+    for memory_id in (team["id"], child["id"]):
+        refused = harness.post(f"/v1/memories/{memory_id}/records", fact)
+        assert (refused.status_code, error_code(refused)) == (403, "memory_forbidden")
+    assert harness.get(f"/v1/memories/{child['id']}").json()["privileges"] == ["read"]
+    assert _attach(alice, "chrn_14", {"memory_id": child["id"], "access": "write"}).status_code == 200
+    assert harness.post(f"/v1/memories/{child['id']}/records", fact).status_code == 201
+    assert harness.post(f"/v1/memories/{team['id']}/records", fact).status_code == 403

@@ -284,7 +284,8 @@ def test_prime_is_a_prompt_and_a_resource_for_a_harness_recorded_like_the_rest_c
     assert primed["budget"] == 300
     assert primed["tokens"] <= 300
     [memory] = primed["memories"]
-    assert memory["name"] == "Team"
+    assert unwrap(memory["header"], primed["fence"]).startswith("Team\n")  # what a principal wrote is data (§13)
+    assert memory["described_by"] == "user:alice"
     assert [content(r, primed["fence"]) for r in memory["records"]] == ["Deploys happen on Tuesdays."]
     read = json.loads(resource.contents[0].text)
     assert read["budget"] == 2000
@@ -349,7 +350,7 @@ def test_memory_operate_runs_a_typed_records_operations_within_the_harness_s_rea
                            {"memory_id": board["id"], "record_id": design["id"], "operation": "blocked"})
     assert not failed
     assert [unwrap(r["content"], blocked["fence"]) for r in blocked["results"]] == [""]
-    assert [r["attributes"]["title"] for r in blocked["results"]] == ["Build"]
+    assert [json.loads(unwrap(r["attributes"], blocked["fence"]))["title"] for r in blocked["results"]] == ["Build"]
     failed, refused = call(reader, "memory_operate",
                            {"memory_id": board["id"], "record_id": design["id"], "operation": "complete"})
     assert failed
@@ -357,7 +358,7 @@ def test_memory_operate_runs_a_typed_records_operations_within_the_harness_s_rea
     failed, done = call(writer, "memory_operate",
                         {"memory_id": board["id"], "record_id": design["id"], "operation": "complete"})
     assert not failed
-    assert done["record"]["attributes"]["status"] == "done"
+    assert json.loads(unwrap(done["record"]["attributes"], done["fence"]))["status"] == "done"
     assert done["record"]["written_by"] == {"kind": "harness", "id": "mcp_ops_write"}
     assert build["id"] not in {r["id"] for r in call(reader, "memory_operate", {
         "memory_id": board["id"], "record_id": design["id"], "operation": "blocked"})[1]["results"]}

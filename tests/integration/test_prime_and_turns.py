@@ -41,19 +41,22 @@ def test_prime_places_pinned_records_within_the_budget_and_records_the_tokens(
     assert body["budget"] == 2000
     assert body["omitted"] == 0
     [memory] = body["memories"]
-    assert (memory["name"], memory["description"]) == ("Team", "how the team works")
-    assert [c["id"] for c in memory["children"]] == [child["id"]]
+    fence = body["fence"]
+    # What principals wrote about it reaches the agent as data, fenced, with its writer (§13).
+    assert unwrap(memory["header"], fence) == f"Team\nhow the team works\n- Releases ({child['id']}): release notes"
+    assert memory["described_by"] == "user:alice"
+    assert memory["children"] == [{"id": child["id"], "described_by": "user:alice"}]
     assert _contents(body) == ["Deploys happen on Tuesdays.", "word " * 300]
     assert all(r["trust"] == "untrusted" and r["written_by"] == {"kind": "user", "id": "alice"}
                for r in memory["records"])
     assert body["placed"] == [{"memory_id": team["id"], "tokens": memory["tokens"], "records": 2}]
     assert body["tokens"] == memory["tokens"] <= 2000
-    assert memory["tokens"] == sum(r["tokens"] for r in memory["records"]) + count_tokens(
-        "Team\nhow the team works\nReleases: release notes"
-    )
+    header = memory["header"]
+    assert memory["tokens"] == sum(r["tokens"] for r in memory["records"]) + count_tokens(header)
 
-    tight = harness.get("/v1/harnesses/prime_1/prime", budget=100).json()
-    assert tight["tokens"] <= 100
+    room = count_tokens(header) + memory["records"][0]["tokens"] + 5  # the header and the short record
+    tight = harness.get("/v1/harnesses/prime_1/prime", budget=room).json()
+    assert tight["tokens"] <= room
     assert _contents(tight) == ["Deploys happen on Tuesdays."]  # the long one does not fit whole
     assert tight["omitted"] == 1
     assert tight["memories"][0]["omitted"] == 1

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.fakes import (
+    InMemoryAttachmentRepository,
     InMemoryCachedResponses,
     InMemoryJobRepository,
     InMemoryMemoryRepository,
@@ -18,7 +19,8 @@ from uhp_memories.domain.context import Ports
 from uhp_memories.domain.derivation import Deriver
 from uhp_memories.domain.grants import GrantService
 from uhp_memories.domain.memories import MemoryService
-from uhp_memories.domain.models import Caller
+from uhp_memories.domain.harnesses import HarnessList
+from uhp_memories.domain.models import Attachment, Caller
 from uhp_memories.domain.observing import ObserveService
 from uhp_memories.domain.records import RecordService
 from uhp_memories.domain.removal import RemovalService, Retention
@@ -54,10 +56,26 @@ class World:
     records: RecordService
 
 
+def attach(world: World, harness: Caller, memory_id: str, access: str = "write") -> None:
+    """Put a memory on a harness's list, as its owner would: a harness writes only at or below a memory
+    it attached with write (domain/access.py, HarnessReach). Grants are the test's to make."""
+    lists = world.ports.attachments
+    assert isinstance(lists, InMemoryAttachmentRepository) and harness.harness_id is not None
+    stored = lists.get_list(harness.tenant, harness.harness_id)
+    entries = [e for e in (stored.entries if stored else []) if e.memory_id != memory_id]
+    lists.lists[(harness.tenant, harness.harness_id)] = HarnessList([*entries, Attachment(memory_id, access)], ())
+
+
 def make_world() -> World:
     memory_repo = InMemoryMemoryRepository()
     clock = FakeClock()
-    ports = Ports(memories=memory_repo, records=InMemoryRecordRepository(memory_repo), clock=clock, ids=SequentialIds())
+    ports = Ports(
+        memories=memory_repo,
+        records=InMemoryRecordRepository(memory_repo),
+        clock=clock,
+        ids=SequentialIds(),
+        attachments=InMemoryAttachmentRepository(memory_repo),
+    )
     memories = MemoryService(ports)
     return World(ports, clock, memories, GrantService(ports), RecordService(ports, memories))
 

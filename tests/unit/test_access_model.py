@@ -131,7 +131,7 @@ class ServiceDriver:
         self.world = make_world()
         repo = self.world.ports.memories
         assert isinstance(repo, InMemoryMemoryRepository)
-        self.harnesses = HarnessService(self.world.ports, InMemoryAttachmentRepository(repo))
+        self.harnesses = HarnessService(self.world.ports, self.world.ports.attachments)  # type: ignore[arg-type]
         embedder = HashingEmbedder(64)
         self.index = EmbeddedSearchIndex(":memory:", model_id=embedder.model_id, dimensions=embedder.dimensions)
         engine = RecallEngine(self.index, embedder)

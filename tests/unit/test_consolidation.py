@@ -114,9 +114,11 @@ def test_revert_restores_what_a_run_superseded_and_forgets_what_it_created(
         Change(created.id, "created", created.chain_id),
     ])
 
-    consolidation.revert(ALICE, memory_id, run.id)
+    reverted = consolidation.revert(ALICE, memory_id, run.id)
+    assert (reverted.status, reverted.reverted_by) == (run.status, "user:alice")  # the run keeps its status
     assert active(world, memory_id) == before
-    statuses = {c.record_id: world.records.get(ALICE, memory_id, c.record_id).record.status for c in run.changes}
+    statuses = {c.record_id: world.records.get(ALICE, memory_id, c.record_id, include="all").record.status
+                for c in run.changes}
     assert statuses == {original.id: "superseded", rewritten.id: "superseded", created.id: "forgotten"}
     chain = [v.record for v in world.records.history(ALICE, memory_id, original.id).items]
     assert [(v.content, v.status) for v in chain] == [
@@ -124,7 +126,10 @@ def test_revert_restores_what_a_run_superseded_and_forgets_what_it_created(
         ("Acme renews in spring.", "superseded"),
         ("Acme renews in March.", "active"),
     ]
-    assert chain[-1].written_by == {"kind": "consolidator", "id": "native"}
+    # The reversal is the caller's act, stamped with it (§9.2: only what a run writes is the consolidator's).
+    assert chain[-1].written_by == {"kind": "user", "id": "alice"}
+    forgotten = world.records.get(ALICE, memory_id, created.id, include="all").record
+    assert forgotten.forgotten_by == {"written_by": {"kind": "user", "id": "alice"}, "origin": None}
     assert chain[-1].attributes == {"account": "acme"}
     assert world.memories.get(ALICE, memory_id).memory.record_count == 2
 

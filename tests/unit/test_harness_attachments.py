@@ -1,8 +1,9 @@
-"""§9: who may read and who may change a harness's list of memories, over the in-memory fakes.
+"""§9: who owns a harness's list, and what its owners may do with it, over the in-memory fakes
+(domain/harnesses.py; docs/decisions.md, "Harness ownership").
 
-Reading: the harness itself reads every entry on a memory it can see; anyone else reads the entries on
-memories where it holds delete. Changing: an entry added, removed or changed needs delete on its
-memory; an entry on a memory the caller cannot see is kept as it is and never shown to it."""
+The harness and the principals on its owners list own it; the first writer of a new list owns it; every
+other principal is refused. A PUT replaces the whole list (entries the caller cannot see included, so
+nothing survives unseen); adding an entry the harness does not hold grants it, which needs delete."""
 
 from __future__ import annotations
 
@@ -18,14 +19,15 @@ from uhp_memories.domain.harnesses import (
     ATTACH_ATTEMPTS,
     MAX_ATTACHED,
     Attachment,
+    HarnessList,
     HarnessService,
-    HiddenDefault,
     MemoriesNotAttached,
 )
 from uhp_memories.domain.models import Grant
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")
+CAROL = caller("user:carol", groups=("group:ops",))
 DAVE = caller("user:dave")  # holds nothing
 HARNESS = caller("harness:chrn_1")
 
@@ -49,9 +51,8 @@ class Setup:
 
 @pytest.fixture
 def setup(world: World) -> Setup:
-    memories = world.ports.memories
-    assert isinstance(memories, InMemoryMemoryRepository)
-    repo = InMemoryAttachmentRepository(memories)
+    repo = world.ports.attachments  # the list the access rule reads too
+    assert isinstance(repo, InMemoryAttachmentRepository)
     return Setup(world, HarnessService(world.ports, repo), repo)
 
 
@@ -63,16 +64,101 @@ def default(memory_id: str) -> Attachment:
     return Attachment(memory_id, "write", default=True)
 
 
+# -- ownership ----------------------------------------------------------------------------------------
+
+
+def test_the_first_writer_of_a_list_owns_it_and_no_one_else_may_touch_it(setup: Setup) -> None:
+    team = setup.memory("Team")
+    setup.world.grants.create(ALICE, team, "user:bob", ["read", "write", "create", "delete"])
+    setup.harnesses.attach(ALICE, "chrn_1", [default(team)])
+    assert setup.harnesses.owners(ALICE, "chrn_1") == ("user:alice",)
+    # Bob holds every privilege on the memory, and still may not read or change another's harness.
+    for act in (
+        lambda: setup.harnesses.attach(BOB, "chrn_1", []),
+        lambda: setup.harnesses.attach(BOB, "chrn_1", [read(team)]),
+        lambda: setup.harnesses.listed(BOB, "chrn_1"),
+        lambda: setup.harnesses.owners(BOB, "chrn_1"),
+        lambda: setup.harnesses.set_owners(BOB, "chrn_1", ["user:bob"]),
+        lambda: setup.harnesses.starting(BOB, "chrn_1"),
+    ):
+        with pytest.raises(MemoryForbidden) as refused:
+            act()
+        assert "owned by other principals" in refused.value.message
+    assert setup.stored() == [default(team)]
+
+
+def test_a_user_cannot_make_its_own_memory_another_harness_default(setup: Setup) -> None:
+    """The issue's attack: a user with no relation to h2 made its own memory h2's write default, so h2's
+    unaddressed writes and turns landed where that user reads them."""
+    team = setup.memory("Team")
+    setup.harnesses.attach(ALICE, "h2", [default(team)])
+    mallorys = setup.world.memories.create(DAVE, name="Dave's").memory.id
+    with pytest.raises(MemoryForbidden):
+        setup.harnesses.attach(DAVE, "h2", [default(mallorys)])
+    assert setup.stored("h2") == [default(team)]
+    assert [g.principal for g in setup.world.grants.list(DAVE, mallorys)] == ["user:dave"]
+
+
+def test_the_harness_owns_itself_and_an_owner_shares_ownership_by_principal_or_group(setup: Setup) -> None:
+    team = setup.memory("Team")
+    setup.world.grants.create(ALICE, team, "group:ops", ["read", "delete"])
+    setup.harnesses.attach(ALICE, "chrn_1", [read(team)])
+    assert setup.harnesses.listed(HARNESS, "chrn_1").memories == [read(team)]
+    assert setup.harnesses.set_owners(HARNESS, "chrn_1", ["user:alice", "group:ops"]) == ("user:alice", "group:ops")
+    assert setup.harnesses.attach(CAROL, "chrn_1", [default(team)]) == [default(team)]  # as a member of group:ops
+    setup.harnesses.set_owners(CAROL, "chrn_1", ["group:ops"])
+    with pytest.raises(MemoryForbidden):
+        setup.harnesses.attach(ALICE, "chrn_1", [])
+    assert setup.stored() == [default(team)]
+
+
+def test_a_list_the_harness_began_is_owned_by_it_alone(setup: Setup) -> None:
+    team = setup.memory("Team")
+    setup.world.grants.create(ALICE, team, "harness:chrn_1", ["read", "write", "delete"])
+    setup.harnesses.attach(HARNESS, "chrn_1", [default(team)])
+    assert setup.harnesses.owners(HARNESS, "chrn_1") == ()
+    with pytest.raises(MemoryForbidden):
+        setup.harnesses.attach(ALICE, "chrn_1", [])
+
+
+def test_a_list_written_before_owners_existed_is_claimed_by_its_next_writer(setup: Setup) -> None:
+    team = setup.memory("Team")
+    setup.repo.lists[("acme", "chrn_1")] = HarnessList([read(team)], None)
+    assert setup.harnesses.listed(BOB, "chrn_1").hidden == 1  # open until claimed, but bob sees no entry
+    setup.harnesses.attach(ALICE, "chrn_1", [read(team)])
+    assert setup.harnesses.owners(ALICE, "chrn_1") == ("user:alice",)
+    with pytest.raises(MemoryForbidden):
+        setup.harnesses.listed(BOB, "chrn_1")
+
+
+@pytest.mark.parametrize("owners", [["harness:chrn_1"], ["nobody"], ["user:a"] * 2, [f"user:{n}" for n in range(21)]])
+def test_owners_are_distinct_principals_other_than_the_harness(setup: Setup, owners: list[str]) -> None:
+    with pytest.raises(MemoryInvalid):
+        setup.harnesses.set_owners(ALICE, "chrn_1", owners)
+    assert setup.repo.get_list("acme", "chrn_1") is None
+
+
+def test_a_principal_of_another_tenant_never_reaches_the_list(setup: Setup) -> None:
+    memory = setup.memory("Team")
+    setup.harnesses.attach(ALICE, "chrn_1", [read(memory)])
+    mallory = caller("user:alice", tenant="other")
+    with pytest.raises(MemoryNotFound):
+        setup.harnesses.attach(mallory, "chrn_1", [read(memory)])
+    with pytest.raises(MemoriesNotAttached):
+        setup.harnesses.listed(mallory, "chrn_1")
+    assert setup.stored() == [read(memory)]
+
+
 # -- reading ----------------------------------------------------------------------------------------
 
 
-def test_a_caller_reads_only_the_entries_on_memories_where_it_holds_delete(setup: Setup) -> None:
-    owned, readable = setup.memory("Bob may change"), setup.memory("Bob reads")
-    setup.world.grants.create(ALICE, owned, "user:bob", ["delete"])
-    setup.world.grants.create(ALICE, readable, "user:bob", ["read", "write", "create"])
-    setup.harnesses.attach(ALICE, "chrn_1", [read(owned), read(readable)])
-    assert setup.harnesses.attached(ALICE, "chrn_1") == [read(owned), read(readable)]
-    assert setup.harnesses.attached(BOB, "chrn_1") == [read(owned)]
+def test_an_owner_reads_the_entries_it_can_see_and_how_many_others_there_are(setup: Setup) -> None:
+    private, shared = setup.memory("Private", restricted=True), setup.memory("Shared")
+    setup.world.grants.create(ALICE, shared, "user:bob", ["read"])
+    setup.harnesses.attach(ALICE, "chrn_1", [read(private), read(shared)])
+    setup.harnesses.set_owners(ALICE, "chrn_1", ["user:alice", "user:bob"])
+    listed = setup.harnesses.listed(BOB, "chrn_1")
+    assert (listed.memories, listed.hidden) == ([read(shared)], 1)
 
 
 def test_the_harness_reads_every_entry_on_a_memory_it_can_see(setup: Setup) -> None:
@@ -84,150 +170,66 @@ def test_the_harness_reads_every_entry_on_a_memory_it_can_see(setup: Setup) -> N
     assert setup.harnesses.attached(HARNESS, "chrn_1") == [read(kept)]
 
 
-def test_a_caller_that_may_read_no_entry_is_told_nothing_is_attached(setup: Setup) -> None:
-    shared = setup.memory("Shared")
-    setup.world.grants.create(ALICE, shared, "user:bob", ["read"])
-    setup.harnesses.attach(ALICE, "chrn_1", [read(shared)])
-    for who, harness_id in ((BOB, "chrn_1"), (DAVE, "chrn_1"), (ALICE, "chrn_never_attached")):
+def test_a_harness_with_no_list_or_an_empty_one_has_nothing_attached_and_says_how_to_attach(setup: Setup) -> None:
+    memory = setup.memory("Team")
+    for harness_id in ("chrn_never_attached", "chrn_1"):
+        if harness_id == "chrn_1":
+            setup.harnesses.attach(ALICE, "chrn_1", [read(memory)])
+            setup.harnesses.attach(ALICE, "chrn_1", [])
         with pytest.raises(MemoriesNotAttached) as refused:
-            setup.harnesses.attached(who, harness_id)
-        assert refused.value.message == f"harness {harness_id} has no memories attached"
-    with pytest.raises(MemoriesNotAttached):
-        setup.harnesses.attached(caller("user:alice", tenant="other"), "chrn_1")
+            setup.harnesses.attached(ALICE, harness_id)
+        assert f"PUT /v1/harnesses/{harness_id}/memories" in refused.value.message
 
 
 # -- changing ---------------------------------------------------------------------------------------
 
 
-def test_a_principal_that_holds_nothing_cannot_empty_a_harness_list(setup: Setup) -> None:
-    memory = setup.memory("Team")
-    setup.harnesses.attach(ALICE, "chrn_1", [default(memory)])
-    assert setup.harnesses.attach(DAVE, "chrn_1", []) == []
-    assert setup.stored() == [default(memory)]
+def test_a_replacement_drops_the_entries_the_owner_cannot_see(setup: Setup) -> None:
+    private, shared = setup.memory("Private", restricted=True), setup.memory("Shared")
+    setup.world.grants.create(ALICE, shared, "user:bob", ["read"])
+    setup.harnesses.attach(ALICE, "chrn_1", [read(private), default(shared)])
+    setup.harnesses.set_owners(ALICE, "chrn_1", ["user:alice", "user:bob"])
+    assert setup.harnesses.attach(BOB, "chrn_1", []) == []  # an empty list detaches every memory (§9)
+    assert setup.stored() == []
+    # Detaching leaves the grants where grants are revoked.
+    assert setup.harness_grants(private) == [("read",)]
 
 
-def test_a_principal_of_another_tenant_cannot_touch_the_list(setup: Setup) -> None:
-    memory = setup.memory("Team")
-    setup.harnesses.attach(ALICE, "chrn_1", [read(memory)])
-    mallory = caller("user:alice", tenant="other")
-    with pytest.raises(MemoryNotFound):
-        setup.harnesses.attach(mallory, "chrn_1", [read(memory)])
-    assert setup.harnesses.attach(mallory, "chrn_1", []) == []
-    assert setup.stored() == [read(memory)]
+def test_adding_an_entry_the_harness_lacks_needs_delete_and_grants_it(setup: Setup) -> None:
+    team = setup.memory("Team")
+    setup.world.grants.create(ALICE, team, "user:bob", ["read", "write", "create"])
+    setup.harnesses.attach(BOB, "chrn_1", [])  # bob's harness
+    with pytest.raises(MemoryForbidden) as refused:
+        setup.harnesses.attach(BOB, "chrn_1", [read(team)])
+    assert "'delete' privilege" in refused.value.message
+    assert setup.stored() == []
+    assert setup.harness_grants(team) == []
 
 
-def test_a_reader_without_delete_may_not_add_remove_or_change_an_entry(setup: Setup) -> None:
-    attached, other = setup.memory("Attached"), setup.memory("Other")
-    for memory_id in (attached, other):
-        setup.world.grants.create(ALICE, memory_id, "user:bob", ["read", "write", "create"])
-    setup.harnesses.attach(ALICE, "chrn_1", [read(attached)])
-    for entries in (
-        [],  # removes the entry
-        [Attachment(attached, "write")],  # changes its access
-        [default(attached)],  # makes it the default
-        [read(attached), read(other)],  # adds one
-    ):
-        with pytest.raises(MemoryForbidden) as refused:
-            setup.harnesses.attach(BOB, "chrn_1", entries)
-        assert refused.value.message == "this operation needs the 'delete' privilege on the memory"
-    assert setup.stored() == [read(attached)]
-
-
-def test_adding_an_entry_the_harness_already_holds_still_needs_delete(setup: Setup) -> None:
+def test_adding_an_entry_the_harness_already_holds_needs_only_visibility(setup: Setup) -> None:
+    """§9: "an entry the harness already holds is attached as it is"."""
     memory = setup.memory("Team")
     setup.world.grants.create(ALICE, memory, "harness:chrn_1", ["read", "write"])
     setup.world.grants.create(ALICE, memory, "user:bob", ["read"])
-    with pytest.raises(MemoryForbidden):
-        setup.harnesses.attach(BOB, "chrn_1", [default(memory)])
-    assert setup.stored() is None
-
-
-def test_an_unchanged_entry_needs_only_visibility(setup: Setup) -> None:
-    readable, owned = setup.memory("Bob reads"), setup.memory("Bob may change")
-    setup.world.grants.create(ALICE, readable, "user:bob", ["read"])
-    setup.world.grants.create(ALICE, owned, "user:bob", ["delete"])
-    setup.harnesses.attach(ALICE, "chrn_1", [read(readable)])
-    answer = setup.harnesses.attach(BOB, "chrn_1", [read(readable), default(owned)])
-    # The answer lists only what bob may read: the entry he changed, not the one he only sees.
-    assert answer == [default(owned)]
-    assert setup.stored() == [read(readable), default(owned)]
+    assert setup.harnesses.attach(BOB, "chrn_1", [default(memory)]) == [default(memory)]
+    assert setup.harness_grants(memory) == [("read", "write")]  # nothing granted
 
 
 def test_naming_a_memory_the_caller_cannot_see_is_not_found(setup: Setup) -> None:
     hidden = setup.memory("Alice only")
     with pytest.raises(MemoryNotFound):
         setup.harnesses.attach(BOB, "chrn_1", [read(hidden)])
-    setup.harnesses.attach(ALICE, "chrn_1", [read(hidden)])
-    # Naming it as it is stored is refused the same way: unchanged needs visibility.
-    with pytest.raises(MemoryNotFound):
-        setup.harnesses.attach(BOB, "chrn_1", [read(hidden)])
     with pytest.raises(MemoryNotFound):
         setup.harnesses.attach(BOB, "chrn_1", [read("hmem_" + "0" * 32)])
-    assert setup.stored() == [read(hidden)]
+    assert setup.stored() is None
 
 
-def test_entries_on_memories_the_caller_cannot_see_are_kept_and_never_shown(setup: Setup) -> None:
-    private, shared, bobs = setup.memory("Private", restricted=True), setup.memory("Shared"), setup.memory("Bob's")
-    for memory_id in (shared, bobs):
-        setup.world.grants.create(ALICE, memory_id, "user:bob", ["read", "delete"])
-    setup.harnesses.attach(ALICE, "chrn_1", [read(private), read(shared)])
-    assert setup.harnesses.attached(BOB, "chrn_1") == [read(shared)]
-    # Bob replaces his view (shared) with bobs; the private entry stays where he cannot see it.
-    assert setup.harnesses.attach(BOB, "chrn_1", [read(bobs)]) == [read(bobs)]
-    assert setup.stored() == [read(bobs), read(private)]
-    assert setup.harnesses.attach(BOB, "chrn_1", []) == []
-    assert setup.stored() == [read(private)]
-    with pytest.raises(MemoriesNotAttached):
-        setup.harnesses.attached(BOB, "chrn_1")
-
-
-def test_a_hidden_default_cannot_be_replaced_and_the_refusal_names_no_memory(setup: Setup) -> None:
-    private, bobs = setup.memory("Private", restricted=True), setup.memory("Bob's")
-    setup.world.grants.create(ALICE, bobs, "user:bob", ["read", "write", "delete"])
-    setup.harnesses.attach(ALICE, "chrn_1", [default(private)])
-    with pytest.raises(HiddenDefault) as refused:
-        setup.harnesses.attach(BOB, "chrn_1", [default(bobs)])
-    assert isinstance(refused.value, MemoryForbidden)
-    assert refused.value.code == "memory_forbidden"  # answered 403: tests/unit/test_error_statuses.py
-    assert refused.value.message == "the harness's default is a memory you may not change"
-    assert not refused.value.details
-    assert setup.stored() == [default(private)]
-    # Without a default of his own, bob's entry joins the list and the hidden default stays.
-    assert setup.harnesses.attach(BOB, "chrn_1", [Attachment(bobs, "write")]) == [Attachment(bobs, "write")]
-    assert setup.stored() == [Attachment(bobs, "write"), default(private)]
-
-
-def test_a_visible_default_moves_only_with_delete_on_it(setup: Setup) -> None:
-    first, second = setup.memory("First"), setup.memory("Second")
-    setup.world.grants.create(ALICE, first, "user:bob", ["read", "write"])
-    setup.world.grants.create(ALICE, second, "user:bob", ["read", "write", "delete"])
-    setup.harnesses.attach(ALICE, "chrn_1", [default(first)])
-    with pytest.raises(MemoryForbidden):
-        setup.harnesses.attach(BOB, "chrn_1", [Attachment(first, "write"), default(second)])
-    setup.world.grants.create(ALICE, first, "user:bob", ["delete"])
-    assert setup.harnesses.attach(BOB, "chrn_1", [Attachment(first, "write"), default(second)]) == [
-        Attachment(first, "write"), default(second)]
-
-
-def test_the_limit_counts_the_entries_kept_out_of_the_callers_view(setup: Setup) -> None:
-    private = setup.memory("Private", restricted=True)
-    setup.harnesses.attach(ALICE, "chrn_1", [read(private)])
-    bobs = [setup.memory(f"Bob's {n}") for n in range(MAX_ATTACHED)]
-    for memory_id in bobs:
-        setup.world.grants.create(ALICE, memory_id, "user:bob", ["delete"])
-    with pytest.raises(MemoryInvalid):
-        setup.harnesses.attach(BOB, "chrn_1", [read(m) for m in bobs])
-    assert len(setup.harnesses.attach(BOB, "chrn_1", [read(m) for m in bobs[1:]])) == MAX_ATTACHED - 1
-    assert len(setup.stored() or []) == MAX_ATTACHED
-
-
-def test_an_entry_on_a_deleted_memory_is_dropped_and_blocks_no_default(setup: Setup) -> None:
-    gone, bobs = setup.memory("Gone"), setup.memory("Bob's")
-    setup.world.grants.create(ALICE, bobs, "user:bob", ["read", "write", "delete"])
+def test_an_entry_on_a_deleted_memory_blocks_nothing(setup: Setup) -> None:
+    gone, other = setup.memory("Gone"), setup.memory("Other")
     setup.harnesses.attach(ALICE, "chrn_1", [default(gone)])
     setup.world.memories.delete(ALICE, gone)
-    assert setup.harnesses.attach(BOB, "chrn_1", [default(bobs)]) == [default(bobs)]
-    assert setup.stored() == [default(bobs)]
+    assert setup.harnesses.attach(ALICE, "chrn_1", [default(other)]) == [default(other)]
+    assert setup.stored() == [default(other)]
 
 
 # -- grants ----------------------------------------------------------------------------------------
@@ -308,10 +310,11 @@ class DeletedWhileAttaching(InMemoryAttachmentRepository):
         attachments: Sequence[Attachment],
         grants: Sequence[Grant],
         *,
-        as_read: Sequence[Attachment] | None,
+        owners: Sequence[str],
+        as_read: HarnessList | None,
     ) -> None:
         self.memories.mark_deleting(tenant, [a.memory_id for a in attachments])
-        super().replace(tenant, harness_id, attachments, grants, as_read=as_read)
+        super().replace(tenant, harness_id, attachments, grants, owners=owners, as_read=as_read)
 
 
 class ChangedWhileAttaching(InMemoryAttachmentRepository):
@@ -328,22 +331,25 @@ class ChangedWhileAttaching(InMemoryAttachmentRepository):
         attachments: Sequence[Attachment],
         grants: Sequence[Grant],
         *,
-        as_read: Sequence[Attachment] | None,
+        owners: Sequence[str],
+        as_read: HarnessList | None,
     ) -> None:
         if self.times:
             self.times -= 1
-            self.lists[(tenant, harness_id)] = [*(self.lists.get((tenant, harness_id)) or []), self.other]
-        super().replace(tenant, harness_id, attachments, grants, as_read=as_read)
+            before = self.lists.get((tenant, harness_id))
+            entries = [*(before.entries if before else []), self.other]
+            self.lists[(tenant, harness_id)] = HarnessList(entries, before.owners if before else ("user:alice",))
+        super().replace(tenant, harness_id, attachments, grants, owners=owners, as_read=as_read)
 
 
-def test_a_change_made_meanwhile_is_merged_again_not_lost(world: World) -> None:
+def test_a_change_made_meanwhile_is_read_again_before_the_replacement(world: World) -> None:
     memories = world.ports.memories
     assert isinstance(memories, InMemoryMemoryRepository)
     theirs = world.memories.create(BOB, name="Bob's").memory.id
     mine = world.memories.create(ALICE, name="Team").memory.id
     repo = ChangedWhileAttaching(memories, Attachment(theirs, "read"), times=1)
     HarnessService(world.ports, repo).attach(ALICE, "chrn_1", [default(mine)])
-    assert repo.get("acme", "chrn_1") == [default(mine), Attachment(theirs, "read")]  # bob's entry kept
+    assert repo.get("acme", "chrn_1") == [default(mine)]  # a PUT replaces the list as it stood when written
 
 
 def test_a_list_that_keeps_changing_is_a_conflict_and_nothing_of_this_caller_is_written(world: World) -> None:

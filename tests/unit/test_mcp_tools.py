@@ -23,6 +23,7 @@ def _container(free: tuple[str, ...], queries: dict[str, list[NamedQuery]]) -> A
         queries=SimpleNamespace(free_languages_configured=lambda: free, list=lambda caller, mid: queries[mid]),
         memories=SimpleNamespace(list=lambda caller: SimpleNamespace(items=views)),
         types=SimpleNamespace(list=lambda caller: []),
+        harnesses=SimpleNamespace(starting=lambda caller, harness_id: []),
     )
 
 

@@ -15,15 +15,19 @@ from tests.fakes import (
 )
 from tests.unit.conftest import World, caller, make_observing
 from uhp_memories.domain.errors import MemoryConflict, MemoryForbidden, MemoryInvalid, RecordNotFound
-from uhp_memories.domain.fence import unwrap
+from uhp_memories.domain.fence import CLOSE, OPEN, unwrap
 from uhp_memories.domain.harnesses import OUTSIDE_PROVIDER, Attachment, HarnessService, MemoriesNotAttached
-from uhp_memories.domain.prime import MAX_PINS, PLACEMENT_DAYS, PlacedMemory, PrimeService
+from uhp_memories.domain.prime import MAX_PINS, PLACEMENT_DAYS, PlacedMemory, PrimeService, header_text
 from uhp_memories.domain.records import RecordInput
 from uhp_memories.domain.turns import ToolRun, Turn, TurnService
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")
 HARNESS = caller("harness:h1")
+
+
+def answer_fence_wrap(nonce: str, text: str) -> str:
+    return f"{OPEN.format(nonce=nonce)}\n{text}\n{CLOSE.format(nonce=nonce)}"
 
 
 def words(text: str) -> int:
@@ -57,11 +61,12 @@ class OneOutside:
 def setup(world: World) -> Setup:
     memories = world.ports.memories
     assert isinstance(memories, InMemoryMemoryRepository)
-    attachments = InMemoryAttachmentRepository(memories)
+    attachments = world.ports.attachments  # the list the access rule reads too
+    assert isinstance(attachments, InMemoryAttachmentRepository)
     harnesses = HarnessService(world.ports, attachments)
     pins, placements = InMemoryPinRepository(memories), InMemoryPlacementRepository()
     prime = PrimeService(world.ports, world.memories, harnesses, pins, placements, words)
-    return Setup(world, harnesses, prime, TurnService(world.ports, attachments, make_observing(world).service, prime))
+    return Setup(world, harnesses, prime, TurnService(world.ports, harnesses, make_observing(world).service, prime))
 
 
 # -- pins ---------------------------------------------------------------------------------------------
@@ -103,23 +108,27 @@ def test_prime_places_headers_first_then_whole_records_within_the_budget(setup: 
     setup.prime.pin(ALICE, a, [big, small])
     setup.prime.pin(ALICE, b, [in_b])
     setup.harnesses.attach(ALICE, "h1", [Attachment(a, "read"), Attachment(b, "read")])
-    answer = setup.prime.prime(HARNESS, "h1", budget=30)
-    assert answer.tokens <= 30
+    answer = setup.prime.prime(HARNESS, "h1", budget=60)  # fenced headers take 30 of it (words)
+    assert answer.tokens <= 60
     first, second = answer.memories
     assert [c.id for c in first.children] == [child]
-    assert first.tokens == words("A first memory Kid: below") + first.records[0].tokens
+    # What principals wrote about a memory is placed fenced, as data (§13), one block a memory, and counted.
+    assert unwrap(first.header, answer.fence) == f"A\nfirst memory\n- Kid ({child}): below"
+    assert first.header == answer_fence_wrap(answer.fence, header_text(first.memory, first.children))
+    assert first.tokens == words(first.header) + first.records[0].tokens
     assert setup.contents(answer) == ["one two", "three"]  # the 50-word record does not fit whole
     assert (first.omitted, answer.omitted_records, answer.omitted_memories) == (1, 1, 0)
     assert answer.tokens == first.tokens + second.tokens
     recorded = setup.prime.placement(HARNESS, "h1", answer.prime_id)  # what the server placed, in tokens
-    assert (recorded.budget, recorded.tokens) == (30, answer.tokens)
+    assert (recorded.budget, recorded.tokens) == (60, answer.tokens)
     assert recorded.memories == (
         PlacedMemory(a, first.tokens, (small,)),
         PlacedMemory(b, second.tokens, (in_b,)),
     )
-    tiny = setup.prime.prime(HARNESS, "h1", budget=1)  # only B's one-word header fits
+    b_header = words(second.header)
+    tiny = setup.prime.prime(HARNESS, "h1", budget=b_header)  # only B's short header fits
     assert [m.memory.id for m in tiny.memories] == [b]
-    assert (tiny.tokens, tiny.omitted_memories, tiny.omitted_records) == (1, 1, 3)
+    assert (tiny.tokens, tiny.omitted_memories, tiny.omitted_records) == (b_header, 1, 3)
 
 
 def test_prime_shows_a_persons_revision_and_never_an_agents(setup: Setup) -> None:
@@ -150,8 +159,11 @@ def test_prime_reads_only_what_the_caller_may_read_and_checks_the_budget(setup: 
         setup.prime.prime(HARNESS, "h1")
     team = setup.memory("Team")
     setup.harnesses.attach(ALICE, "h1", [Attachment(team, "read")])
+    with pytest.raises(MemoryForbidden):
+        setup.prime.prime(BOB, "h1")  # Bob does not own the harness
+    setup.harnesses.set_owners(ALICE, "h1", ["user:alice", "user:bob"])
     with pytest.raises(MemoriesNotAttached):
-        setup.prime.prime(BOB, "h1")  # Bob holds nothing: as if nothing were attached
+        setup.prime.prime(BOB, "h1")  # an owner who may read none of its memories primes nothing
     for budget in (0, 20_001):
         with pytest.raises(MemoryInvalid):
             setup.prime.prime(HARNESS, "h1", budget=budget)
@@ -195,6 +207,9 @@ def test_a_turn_needs_a_default_the_caller_may_see(setup: Setup) -> None:
     with pytest.raises(MemoryInvalid, match="no default"):
         setup.turns.observe_turn(HARNESS, "h1", Turn("a", "b"))
     setup.harnesses.attach(ALICE, "h1", [Attachment(team, "write"), Attachment(inbox, "write", default=True)])
+    with pytest.raises(MemoryForbidden):
+        setup.turns.observe_turn(BOB, "h1", Turn("a", "b"))  # Bob does not own the harness
+    setup.harnesses.set_owners(ALICE, "h1", ["user:alice", "user:bob"])
     with pytest.raises(MemoryInvalid, match="no default"):
         setup.turns.observe_turn(BOB, "h1", Turn("a", "b"))  # Bob cannot see the default: never told which
     setup.world.grants.create(ALICE, inbox, "user:bob", ["read"])
@@ -226,7 +241,7 @@ def test_attaching_a_memory_of_an_outside_provider_answers_with_the_notice(setup
     team = setup.memory("Team")
     native = setup.harnesses.attach_with_notices(ALICE, "h1", [Attachment(team, "read")])
     assert native.notices == []
-    outside = HarnessService(setup.world.ports, InMemoryAttachmentRepository(setup.world.ports.memories), OneOutside())
+    outside = HarnessService(setup.world.ports, setup.world.ports.attachments, OneOutside())  # type: ignore[arg-type]
     attached = outside.attach_with_notices(ALICE, "h2", [Attachment(team, "write", default=True)])
     assert attached.memories == [Attachment(team, "write", default=True)]
     [notice] = attached.notices

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import InMemoryFileRepository, InMemoryObjectStore, InMemoryRecordRepository
-from tests.unit.conftest import World, caller, make_world
+from tests.unit.conftest import World, attach, caller, make_world
 from uhp_memories.domain.errors import MemoryConflict, MemoryInvalid
 from uhp_memories.domain.files import FileService
 from uhp_memories.domain.models import RecordVersion
@@ -242,6 +242,7 @@ def test_origin_is_kept_with_the_version_it_came_with(f: Files) -> None:
 
 def test_forget_records_who_forgot_with_the_origin(f: Files) -> None:
     f.world.grants.create(ALICE, f.memory_id, BOB.principal, ["read", "write"])
+    attach(f.world, BOB, f.memory_id)
     a = f.write("a.md")
     gone = f.records.forget(BOB, f.memory_id, a.id, WriteTerms(origin={"tool_call_id": "call-9"})).record
     assert gone.forgotten_by == {"written_by": {"kind": "harness", "id": "chrn_41c0"},

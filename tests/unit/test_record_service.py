@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.conftest import World, caller
+from tests.unit.conftest import World, attach, caller
 from uhp_memories.domain import cursors
 from uhp_memories.domain.errors import (
     MemoryConflict,
@@ -32,6 +32,7 @@ def memory_id(world: World) -> str:
 
 def let_bob_write(world: World, memory_id: str) -> None:
     world.grants.create(ALICE, memory_id, BOB.principal, ["read", "write"])
+    attach(world, BOB, memory_id)  # a harness writes where its list lets it
 
 
 def fact(content: str, **attributes: Any) -> RecordInput:
@@ -243,10 +244,12 @@ def test_forget_closes_the_record_and_keeps_its_trace(world: World, memory_id: s
     assert forgotten.invalidated_at is not None
     assert forgotten.invalidated_at > v2.written_at
     assert forgotten.superseded_by is None
-    # Gone from the reads that search the memory; its id still names the version, now forgotten.
-    for include in ("active", "all"):
-        assert world.records.get(ALICE, memory_id, v2.id, include=include).record == forgotten
-        assert world.records.get(ALICE, memory_id, v1.id, include=include).record.status == "superseded"
+    # Gone from every read that does not ask for history (§5.2), get by id included; include=all asks.
+    for version_id in (v1.id, v2.id):
+        with pytest.raises(RecordNotFound):
+            world.records.get(ALICE, memory_id, version_id)
+    assert world.records.get(ALICE, memory_id, v2.id, include="all").record == forgotten
+    assert world.records.get(ALICE, memory_id, v1.id, include="all").record.status == "superseded"
 
     assert world.records.list(ALICE, memory_id).items == []
     assert {v.record.status for v in world.records.list(ALICE, memory_id, include="all").items} == {
@@ -458,7 +461,9 @@ def test_as_of_a_time_reads_the_memory_as_it_stood(world: World, memory_id: str)
     assert world.records.get(ALICE, memory_id, a1.id, as_of=t2).record.status == "superseded"
     assert world.records.get(ALICE, memory_id, a2.id, as_of=t2).record == a2
     assert world.records.get(ALICE, memory_id, b1.id, as_of=t2).record == b1
-    assert world.records.get(ALICE, memory_id, b1.id, as_of=t3).record.status == "forgotten"
+    with pytest.raises(RecordNotFound):  # forgotten by then: out of every read but history's
+        world.records.get(ALICE, memory_id, b1.id, as_of=t3)
+    assert world.records.get(ALICE, memory_id, b1.id, as_of=t3, include="all").record.status == "forgotten"
 
 
 def test_as_of_the_instant_of_a_revision_sees_exactly_one_version(world: World, memory_id: str) -> None:

@@ -248,11 +248,13 @@ def build(
     table = DynamoTable(dynamodb_client, settings.table_name)
     objects = S3ObjectStore(s3_client, settings.files_bucket, s3_presign_client)
     jobs = DynamoJobRepository(table)
+    attachments = DynamoAttachmentRepository(table)
     ports = Ports(
         memories=DynamoMemoryRepository(table),
         records=DynamoRecordRepository(table),
         clock=SystemClock(),
         ids=RandomIds(),
+        attachments=attachments,
     )
     file_repository = DynamoFileRepository(table)
     files = FileService(ports, objects, file_repository)
@@ -303,7 +305,6 @@ def build(
         deriver=deriver,
     )
     observing = ObserveService(ports, records, removal, jobs, workflows, deriver, engine)
-    attachments = DynamoAttachmentRepository(table)
     harnesses = HarnessService(ports, attachments)
     prime = PrimeService(
         ports, memories, harnesses, DynamoPinRepository(table), DynamoPlacementRepository(table), count_tokens
@@ -336,7 +337,7 @@ def build(
         keys=DynamoKeyRepository(dynamodb_client, settings.keys_table_name),
         prime=prime,
         observing=observing,
-        turns=TurnService(ports, attachments, observing, prime),
+        turns=TurnService(ports, harnesses, observing, prime),
         types=types,
         operations=OperationService(ports, types, records, recall, memories),
     )

@@ -77,8 +77,9 @@ def record(view: RecordView) -> schemas.RecordOut:
 
 
 def written_record(view: RecordView) -> dict[str, Any]:
-    """A revise's or forget's answer: the record, less what `view.withheld` names (a caller without
-    read is answered what it sent and the server's stamps, as schemas.RecordWritten describes)."""
+    """A write's answer (revise, forget, an operation): the record, less what `view.withheld` names (a
+    caller without read is answered what it sent and the server's stamps, as schemas.RecordWritten
+    describes; the rule is domain/records.py `withheld_from`, MCP applies the same)."""
     out = record(view).model_dump(mode="json")
     for name in view.withheld:
         if name in ("valid_from", "valid_to"):
@@ -219,11 +220,11 @@ def prime(answer: PrimeAnswer, tokenizer: str) -> schemas.PrimeOut:
     memories = [
         schemas.PrimeMemoryOut(
             memory_id=m.memory.id,
-            name=m.memory.name,
-            description=m.memory.description,
+            header=m.header,
+            described_by=m.memory.describer,
             access=m.attachment.access,
             default=m.attachment.default,
-            children=[schemas.PrimeChildOut(id=c.id, name=c.name, description=c.description) for c in m.children],
+            children=[schemas.PrimeChildOut(id=c.id, described_by=c.described_by) for c in m.children],
             records=[
                 schemas.PrimeRecordOut(
                     id=r.record.id,
@@ -296,7 +297,7 @@ def operation(answer: OperationAnswer) -> dict[str, Any]:
     """A write's appended version under `record`; a read's records in §6.3's shape; else its `result`."""
     head = {"object": "memory.operation", "operation": answer.operation}
     if answer.record is not None:
-        return {**head, "record": record(answer.record).model_dump(mode="json")}
+        return {**head, "record": written_record(answer.record)}
     if answer.recall is not None:
         return {**head, **recall(answer.recall)}
     return {**head, "result": answer.result}

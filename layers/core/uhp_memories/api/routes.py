@@ -67,6 +67,8 @@ ROUTES: tuple[Route, ...] = (
     Route("consolidations", "DELETE", M + "/consolidation-schedule"),
     Route("harnesses", "PUT", "/v1/harnesses/{harness_id}/memories"),
     Route("harnesses", "GET", "/v1/harnesses/{harness_id}/memories"),
+    Route("harnesses", "PUT", "/v1/harnesses/{harness_id}/owners"),  # who may change the list (domain/harnesses)
+    Route("harnesses", "GET", "/v1/harnesses/{harness_id}/owners"),
     Route("harnesses", "GET", "/v1/harnesses/{harness_id}/prime"),  # §9.1 prime
     Route("harnesses", "POST", "/v1/harnesses/{harness_id}/turns"),  # §9.1 observe after a turn
     Route("memories", "PUT", M + "/prime"),  # the owner's pins for prime (delete)

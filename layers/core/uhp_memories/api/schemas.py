@@ -614,7 +614,23 @@ class AttachmentsOut(BaseModel):
     object: Literal["harness.memories"] = "harness.memories"
     harness_id: str
     memories: list[AttachmentOut]
+    hidden: int = Field(
+        default=0, description="entries on memories the caller cannot see (never named); a PUT replaces them too"
+    )
     notices: list[NoticeOut] = Field(default_factory=list)
+
+
+class OwnersIn(Strict):
+    """Who owns the harness beside itself: principals (user:..., service:..., group:...) that may read and
+    change its memories, prime and turns."""
+
+    owners: list[str] = Field(max_length=20, examples=[["user:alice", "group:platform"]])
+
+
+class OwnersOut(BaseModel):
+    object: Literal["harness.owners"] = "harness.owners"
+    harness_id: str
+    owners: list[str]
 
 
 # -- prime and turns (§9.1) ------------------------------------------------------------------------
@@ -649,9 +665,10 @@ class PinsOut(BaseModel):
 
 
 class PrimeChildOut(BaseModel):
+    """A readable child, in the order the header names it (its name and description are in the header)."""
+
     id: str
-    name: str
-    description: str
+    described_by: str
 
 
 class PrimeRecordOut(BaseModel):
@@ -667,8 +684,11 @@ class PrimeRecordOut(BaseModel):
 
 class PrimeMemoryOut(BaseModel):
     memory_id: str
-    name: str
-    description: str
+    header: str = Field(
+        description="fenced, as record content is: the memory's name, its description, then a line per readable "
+        "child (- name (id): description); what principals wrote reaches the agent as data (§13)"
+    )
+    described_by: str = Field(description="who wrote the memory's name and description")
     access: str
     default: bool
     children: list[PrimeChildOut]
@@ -712,6 +732,11 @@ class TurnIn(Strict):
     answered: str = Field(min_length=1)
     tools: list[ToolRunIn] = Field(default_factory=list, max_length=48)
     prime_id: str | None = Field(default=None, max_length=64)
+    memory: str | None = Field(
+        default=None, max_length=80,
+        description="§9 metadata.memory: the session's memory (hmem_...); the turn goes there when the harness "
+        "may write it, else to the list's default",
+    )
 
 
 class TurnOut(BaseModel):

@@ -10,13 +10,52 @@ points needs those).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-from uhp_memories.domain.errors import MemoryForbidden, MemoryNotFound
-from uhp_memories.domain.models import PRIVILEGES, Caller, Grant, Memory
+from uhp_memories.domain.errors import MemoriesNotAttached, MemoryForbidden, MemoryNotFound
+from uhp_memories.domain.models import PRIVILEGES, Attachment, Caller, Grant, Memory
 
 MemoryLoader = Callable[[str], Memory | None]
 # A memory (None if it does not exist) and every grant on it, read together.
 MemoryAndGrantsLoader = Callable[[str], tuple[Memory | None, Sequence[Grant]]]
+READ_ONLY = frozenset({"read"})
+
+
+@dataclass(frozen=True)
+class HarnessReach:
+    """How a harness's list narrows what its grants give it (§9: "access narrows; it never widens").
+
+    A key acting as `harness:<id>` holds every privilege its grants give it at or below a memory it
+    attached with `write` (or its session's memory, §9 `metadata.memory`), and only `read` anywhere
+    else: a memory attached `read`, and whatever it walks to from one, is read-only to it, whichever
+    door it comes through (REST, MCP, operations). This is the one place that rule lives."""
+
+    harness_id: str
+    write_roots: frozenset[str]
+    listed: bool  # whether anything is attached at all
+
+    @staticmethod
+    def of(caller: Caller, attached: Sequence[Attachment] | None) -> HarnessReach:
+        assert caller.harness_id is not None
+        roots = {a.memory_id for a in attached or () if a.access == "write"}
+        if caller.session_memory is not None:
+            roots.add(caller.session_memory)
+        return HarnessReach(caller.harness_id, frozenset(roots), bool(attached))
+
+    def refusal(self, privilege: str) -> Exception:
+        """Why a privilege the harness's grants give it is not its here."""
+        where = f"PUT /v1/harnesses/{self.harness_id}/memories"
+        if not self.listed and not self.write_roots:
+            return MemoriesNotAttached(
+                self.harness_id,
+                f"harness {self.harness_id} has no memories attached, so it may only read: attach the memory "
+                f"it should write to with access write ({where}, by a principal holding delete on it)",
+            )
+        return MemoryForbidden(
+            privilege,
+            f"harness {self.harness_id} reaches this memory read-only: it may '{privilege}' only at or below a "
+            f"memory attached with access write ({where})",
+        )
 
 
 def effective_privileges(
@@ -53,14 +92,21 @@ class AccessView:
     """What one caller may see and do, computed lazily for one request."""
 
     def __init__(
-        self, caller: Caller, load: MemoryAndGrantsLoader, caller_grants: Callable[[], Iterable[Grant]]
+        self,
+        caller: Caller,
+        load: MemoryAndGrantsLoader,
+        caller_grants: Callable[[], Iterable[Grant]],
+        reach: Callable[[], HarnessReach] | None = None,
     ) -> None:
         self.caller = caller
         self._load = load
         self._caller_grants = caller_grants  # everywhere: read only to list entry points
+        self._reach_loader = reach  # a harness's list, read only when it could narrow something
+        self._reach: HarnessReach | None = None
         self._principals = frozenset(caller.principal_ids)
         self._cache: dict[str, Memory | None] = {}
         self._direct: dict[str, frozenset[str]] = {}  # the caller's own grants on each memory read
+        self._granted: dict[str, frozenset[str]] = {}  # what the grants give, before a harness's list narrows
         self._privileges: dict[str, frozenset[str]] = {}
 
     @property
@@ -88,22 +134,55 @@ class AccessView:
             self._direct[memory.id] = self._mine(memory.id, self._load(memory.id)[1])
         self._cache[memory.id] = memory
         self._privileges.clear()
+        self._granted.clear()
+
+    def granted(self, memory_id: str) -> frozenset[str]:
+        """What the caller's grants give it on the memory, before a harness's list narrows them."""
+        if memory_id not in self._granted:
+            if self.memory(memory_id) is None:
+                self._granted[memory_id] = frozenset()
+            else:
+                self._granted[memory_id] = effective_privileges(memory_id, self.memory, self._direct)
+        return self._granted[memory_id]
 
     def privileges(self, memory_id: str) -> frozenset[str]:
+        """The caller's effective privileges: its grants', narrowed for a harness by its list."""
         if memory_id not in self._privileges:
-            if self.memory(memory_id) is None:
-                self._privileges[memory_id] = frozenset()
-            else:
-                self._privileges[memory_id] = effective_privileges(memory_id, self.memory, self._direct)
+            held = self.granted(memory_id)
+            if self._reach_loader is not None and held - READ_ONLY and not self._within_write_reach(memory_id):
+                held = held & READ_ONLY
+            self._privileges[memory_id] = held
         return self._privileges[memory_id]
 
+    def _harness_reach(self) -> HarnessReach:
+        assert self._reach_loader is not None
+        if self._reach is None:
+            self._reach = self._reach_loader()
+        return self._reach
+
+    def _within_write_reach(self, memory_id: str) -> bool:
+        """Whether the memory is a write root of the harness's or below one (by placement in the tree,
+        whoever may see the nodes between)."""
+        roots = self._harness_reach().write_roots
+        node: str | None = memory_id
+        seen: set[str] = set()
+        while node is not None and node not in seen:
+            if node in roots:
+                return True
+            seen.add(node)
+            found = self.memory(node)
+            node = found.parent_id if found is not None else None
+        return False
+
     def can_see(self, memory_id: str | None) -> bool:
-        return memory_id is not None and bool(self.privileges(memory_id))
+        """Whether the caller's grants give it anything on the memory (a harness's list narrows what it
+        may do there, never what it sees)."""
+        return memory_id is not None and bool(self.granted(memory_id))
 
     def visible(self, memory_id: str) -> Memory:
         """The memory, or memory_not_found when it does not exist or the caller holds nothing on it."""
         memory = self.memory(memory_id)
-        if memory is None or not self.privileges(memory_id):
+        if memory is None or not self.granted(memory_id):
             raise MemoryNotFound(memory_id)
         return memory
 
@@ -111,6 +190,8 @@ class AccessView:
         """The memory when the caller holds `privilege`; 404 if unseen, 403 if seen without it."""
         memory = self.visible(memory_id)
         if privilege not in self.privileges(memory_id):
+            if privilege in self.granted(memory_id):  # held, but the harness's list narrows it here
+                raise self._harness_reach().refusal(privilege)
             raise MemoryForbidden(privilege)
         return memory
 

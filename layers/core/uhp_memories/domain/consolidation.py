@@ -278,7 +278,10 @@ class ConsolidationService:
         left as it is: undoing the run must not undo their change.
 
         Needs write, as starting a run does, and not read: the answer is the run (counts, never
-        content or record ids), and what it restores a writer could have written back itself."""
+        content or record ids), and what it restores a writer could have written back itself. The
+        versions a reversal writes are the caller's act, stamped with the caller (§9.2: only what a run
+        writes carries the consolidator), and the run keeps its own status (§9.2's list has no
+        "reverted"): `reverted_by` says it was undone."""
         self._ports.access(caller).require(memory_id, "write")
         run = self._run(caller, memory_id, run_id)
         if run.status in ("queued", "running"):
@@ -297,21 +300,21 @@ class ConsolidationService:
             if not latest.is_current:
                 continue
             if change.action == "forgotten" and latest.id == change.record_id and latest.status == "forgotten":
-                self._bring_back(latest, now)
+                self._bring_back(latest, now, caller)
             elif change.action == "superseded" and latest.supersedes == change.record_id and latest.status == "active":
                 before = next(v for v in chain if v.id == change.record_id)
-                self._restore(before, latest, now)
+                self._restore(before, latest, now, caller)
             elif (change.action == "created" and change.chain_id not in restored_chains
                   and latest.id == change.record_id and latest.status == "active"):
-                self._forget(latest, now)
-        reversal = run.evolve(reverted_by=caller.principal, status="reverted")
+                self._forget(latest, now, caller)
+        reversal = run.evolve(reverted_by=caller.principal)
         self._runs.save(reversal, release=False)
         return reversal
 
-    def _bring_back(self, forgotten: RecordVersion, now: str) -> None:
+    def _bring_back(self, forgotten: RecordVersion, now: str, caller: Caller) -> None:
         """A forgotten record current again: a new active version with the same content. The
         forgotten version keeps its status, so history shows it was forgotten and brought back."""
-        revision = self._next_version(forgotten, forgotten, now)
+        revision = self._next_version(forgotten, forgotten, now, caller)
         closed = forgotten.evolve(superseded_by=revision.id)
         try:
             self._ports.records.reopen(closed, revision)
@@ -319,10 +322,10 @@ class ConsolidationService:
             return  # changed since it was read: left alone
         index_after_commit(self._index, [closed, revision])
 
-    def _restore(self, before: RecordVersion, successor: RecordVersion, now: str) -> None:
+    def _restore(self, before: RecordVersion, successor: RecordVersion, now: str, caller: Caller) -> None:
         """The version the run superseded current again: a new version over the run's successor,
         holding what `before` held."""
-        revision = self._next_version(before, successor, now)
+        revision = self._next_version(before, successor, now, caller)
         closed = successor.evolve(status="superseded", superseded_by=revision.id, invalidated_at=now)
         try:
             self._ports.records.append_revision(closed, revision)
@@ -330,23 +333,25 @@ class ConsolidationService:
             return
         index_after_commit(self._index, [closed, revision])
 
-    def _forget(self, created: RecordVersion, now: str) -> None:
-        closed = created.evolve(status="forgotten", invalidated_at=now)
+    def _forget(self, created: RecordVersion, now: str, caller: Caller) -> None:
+        closed = created.evolve(
+            status="forgotten", invalidated_at=now, forgotten_by={"written_by": caller.written_by, "origin": None}
+        )
         try:
             self._ports.records.close(created, closed)
         except StaleVersion:
             return
         index_after_commit(self._index, [closed])
 
-    def _next_version(self, holding: RecordVersion, latest: RecordVersion, now: str) -> RecordVersion:
+    def _next_version(self, holding: RecordVersion, latest: RecordVersion, now: str, caller: Caller) -> RecordVersion:
         """The version after `latest` in its chain, holding what `holding` held, written by the
-        consolidator."""
+        caller who reverts."""
         return latest.evolve(
             id=self._ports.ids.new("hrec_"), version=latest.version + 1, status="active",
             content=holding.content, attributes=holding.attributes, valid_from=holding.valid_from,
             valid_to=holding.valid_to, references=holding.references,
             supersedes=latest.id, superseded_by=None, written_at=now, invalidated_at=None,
-            written_by=CONSOLIDATOR, origin=None,
+            written_by=caller.written_by, origin=None,
         )
 
     # -- the workflow's steps ----------------------------------------------------------------

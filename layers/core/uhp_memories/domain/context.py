@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from uhp_memories.domain.access import AccessView
-from uhp_memories.domain.models import Caller
+from uhp_memories.domain.access import AccessView, HarnessReach
+from uhp_memories.domain.models import Attachment, Caller
 from uhp_memories.ports import Clock, IdGenerator, MemoryRepository, RecordRepository
+
+
+class AttachedLists(Protocol):
+    """Harnesses' lists as the access rule reads them (domain/harnesses.AttachmentRepository)."""
+
+    def get(self, tenant: str, harness_id: str) -> Sequence[Attachment] | None:
+        ...
 
 
 @dataclass(frozen=True)
@@ -15,12 +24,30 @@ class Ports:
     records: RecordRepository
     clock: Clock
     ids: IdGenerator
+    # Where a harness's list is read to narrow its privileges (HarnessReach). Every composition sets it;
+    # without it a harness holds what its grants give.
+    attachments: AttachedLists | None = None
 
     def access(self, caller: Caller) -> AccessView:
-        """One caller's view for one request: each memory it touches is read once, with its grants."""
+        """One caller's view for one request: each memory it touches is read once, with its grants;
+        a harness's privileges narrowed by its list (HarnessReach)."""
+        harness = caller.harness_id
+        lists = self.attachments
+        reach = None
+        if harness is not None and lists is not None:
+            def reach() -> HarnessReach:
+                return HarnessReach.of(caller, lists.get(caller.tenant, harness))
+        return self._view(caller, reach)
+
+    def granted(self, caller: Caller) -> AccessView:
+        """What the caller's grants alone give it, not narrowed by a list: what attaching must grant."""
+        return self._view(caller, None)
+
+    def _view(self, caller: Caller, reach: Callable[[], HarnessReach] | None) -> AccessView:
         tenant = caller.tenant
         return AccessView(
             caller,
             lambda memory_id: self.memories.get_with_grants(tenant, memory_id),
             lambda: self.memories.grants_of(tenant, caller.principal_ids),
+            reach,
         )

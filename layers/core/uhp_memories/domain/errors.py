@@ -41,8 +41,17 @@ class MemoryNotFound(DomainError):
 class MemoryForbidden(DomainError):
     code = "memory_forbidden"
 
-    def __init__(self, privilege: str) -> None:
-        super().__init__(f"this operation needs the '{privilege}' privilege on the memory")
+    def __init__(self, privilege: str, message: str | None = None) -> None:
+        super().__init__(message or f"this operation needs the '{privilege}' privilege on the memory")
+
+
+class MemoriesNotAttached(DomainError):
+    """A harness with nothing attached: it has no memory to start from, and none to write to."""
+
+    code = "memories_not_attached"
+
+    def __init__(self, harness_id: str, message: str | None = None) -> None:
+        super().__init__(message or f"harness {harness_id} has no memories attached")
 
 
 class RecordNotFound(DomainError):

@@ -38,6 +38,7 @@ class MemorySummary:
     description: str
     records_count: int
     children_count: int
+    described_by: str = ""  # who wrote the name and description (Memory.describer)
 
 
 class MemoryIndex(Protocol):
@@ -86,6 +87,7 @@ class MemoryService:
             memory.description,
             memory.record_count,
             len(self._visible_children(access, memory.id)),
+            memory.describer,
         )
 
     def neighbours(
@@ -249,8 +251,7 @@ class MemoryService:
         moving = "parent_id" in changes and changes["parent_id"] != memory.parent_id
         if moving:
             access.require(memory_id, "delete")
-            if self._holds is not None and self._holds(caller.tenant, memory_id):
-                raise MemoryBusy(f"a run holds memory {memory_id}; try again when it has finished")
+            self._check_not_busy(caller.tenant, self._subtree(caller.tenant, memory_id))
             new_parent_id = changes["parent_id"]
             if new_parent_id is not None:
                 new_parent = access.require(new_parent_id, "create")
@@ -271,7 +272,11 @@ class MemoryService:
         if updated == memory:
             # Nothing changes: nothing is written, so no privilege beyond seeing the memory is needed.
             return self.view(access, memory)
-        updated = updated.evolve(updated_at=self._ports.clock.now_ms())
+        described = updated.name != memory.name or updated.description != memory.description
+        updated = updated.evolve(
+            updated_at=self._ports.clock.now_ms(),
+            described_by=caller.principal if described else memory.described_by,
+        )
         try:
             self._ports.memories.update(updated, memory.parent_id, parent_chain)
         except TreeChanged:
@@ -294,11 +299,21 @@ class MemoryService:
         on every read and write treats them as gone. Returns the hidden ids, root first."""
         access = self._ports.access(caller)
         access.require(memory_id, "delete")
-        if self._holds is not None and self._holds(caller.tenant, memory_id):
-            raise MemoryBusy(f"a run holds memory {memory_id}; try again when it has finished")
         subtree = self._subtree(caller.tenant, memory_id)
+        self._check_not_busy(caller.tenant, subtree)
         self._ports.memories.mark_deleting(caller.tenant, subtree)
         return subtree
+
+    def _check_not_busy(self, tenant: str, subtree: builtins.list[str]) -> None:
+        """§12: a move or a delete while a run (a consolidation, an erase) holds the memory or any memory
+        below it is memory_busy: purging or moving a child under a running pass would pull its records
+        away mid-run. The message names only the memory the caller acted on."""
+        if self._holds is None:
+            return
+        if any(self._holds(tenant, node_id) for node_id in subtree):
+            raise MemoryBusy(
+                f"a run holds memory {subtree[0]} or a memory below it; try again when it has finished"
+            )
 
     def purge_hidden(self, tenant: str, memory_id: str) -> builtins.list[str]:
         """Remove a hidden subtree for good, leaves first. Idempotent: a retry finishes what an

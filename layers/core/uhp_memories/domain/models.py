@@ -24,6 +24,16 @@ class Caller:
     tenant: str
     principal: str
     groups: tuple[str, ...] = ()
+    # The one more memory a harness's session names (§9 `metadata.memory`; `x-uhp-memory` over MCP),
+    # already checked to be one the caller can see. It widens nothing: a harness writes there only
+    # with a grant to write it (domain/access.py, HarnessReach).
+    session_memory: str | None = None
+
+    @property
+    def harness_id(self) -> str | None:
+        """The harness this key acts as (`harness:<id>`), None for any other principal."""
+        kind, _, ident = self.principal.partition(":")
+        return ident if kind == "harness" and ident else None
 
     @property
     def principal_ids(self) -> tuple[str, ...]:
@@ -33,6 +43,16 @@ class Caller:
     def written_by(self) -> dict[str, str]:
         kind, _, ident = self.principal.partition(":")
         return {"kind": kind, "id": ident} if ident else {"kind": "key", "id": kind}
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """One entry of a harness's list (§9): a memory it starts from, how it may use it, and whether it is
+    where observe and an unaddressed remember go."""
+
+    memory_id: str
+    access: str  # read | write
+    default: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,6 +69,13 @@ class Memory:
     updated_at: int  # epoch ms
     record_count: int = 0
     deleting: bool = False
+    # Who last set the name or description (None: its creator). Both reach agents (§2: the description is
+    # content), so an agent is shown them fenced, with this writer (§13).
+    described_by: str | None = None
+
+    @property
+    def describer(self) -> str:
+        return self.described_by or self.created_by
 
     def evolve(self, **changes: Any) -> Memory:
         return replace(self, **changes)

@@ -90,15 +90,26 @@ class OperationService:
         record = self._ports.records.get(caller.tenant, memory_id, record_id) if ID_PATTERN.match(record_id) else None
         if record is None:
             raise RecordNotFound(record_id)
+        # A caller without read is not told the record's type (what write answers withhold, refusals do too).
+        reader = "read" in access.privileges(memory_id)
         definition = self._types.definition(caller.tenant, record.type)
         if definition is None and record.type in CORE_TYPES:
-            raise MemoryInvalid(f"records of the core type {record.type} have no operations")
+            raise MemoryInvalid(
+                f"records of the core type {record.type} have no operations" if reader
+                else f"this record has no operation '{name}'"
+            )
         if definition is None:  # a type this server does not know (§4.1): carried, not operated on
-            raise MemoryUnsupported(f"records of type {record.type} have no operations on this server")
+            raise MemoryUnsupported(
+                f"records of type {record.type} have no operations on this server" if reader
+                else "this record has no operations on this server"
+            )
         operation = definition.operation(name)
         if operation is None:
             offered = [o.name for o in definition.operations]
-            raise MemoryInvalid(f"type {record.type} has no operation '{name}'; it has {offered}")
+            raise MemoryInvalid(
+                f"type {record.type} has no operation '{name}'; it has {offered}" if reader
+                else f"this record has no operation '{name}'"
+            )
         return Prepared(memory_id, record, operation)
 
     def run_prepared(self, caller: Caller, prepared: Prepared, given: Any) -> OperationAnswer:
@@ -123,7 +134,9 @@ class OperationService:
     def _set(self, run: Run, fields: dict[str, Any]) -> OperationAnswer:
         """A revise of the record named, with these attributes changed (validated by the type on revise)."""
         attributes = {**run.record.attributes, **fields}
-        view = self._records.revise(run.caller, run.memory_id, run.record.id, {"attributes": attributes})
+        # The caller sent an operation's input, not a record's fields: a caller without read is answered
+        # none of the record's fields (the merged attributes hold what it could not read).
+        view = self._records.revise(run.caller, run.memory_id, run.record.id, {"attributes": attributes}, sent=())
         return OperationAnswer(run.operation.name, record=view)
 
     def _reschedule(self, run: Run) -> OperationAnswer:

@@ -90,6 +90,10 @@ class PathConflict(MemoryConflict):
         )
         self.conflicts = conflicts
 
+    def unnamed(self) -> PathConflict:
+        """The same refusal without the ids of the records that hold the paths."""
+        return PathConflict([Conflict(c.path, c.reason, None) for c in self.conflicts])
+
 
 def _said(conflict: Conflict) -> str:
     holder = conflict.current_record_id or "no record"

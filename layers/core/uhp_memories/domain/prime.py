@@ -8,9 +8,11 @@ that is either the pinned one or was written by someone other than an agent (a p
 prime until the owner pins that version again. A chain whose current version is forgotten shows
 nothing.
 
-`prime` answers, per attached memory the caller may read (the harness's list as GET
-/v1/harnesses/{id}/memories reads it), the memory's name, description and readable children, then its
-pinned records, fenced as data (uhp_memories.domain.fence), within the budget. Every memory's header
+`prime` answers, per starting memory the caller may read (the harness's list as GET
+/v1/harnesses/{id}/memories reads it, then the session's memory, §9 `metadata.memory`), the memory's
+name, description and readable children, then its pinned records, within the budget. Everything in it
+that a principal wrote (names, descriptions, record content) is data, fenced (uhp_memories.domain.fence),
+beside who wrote it (§13). Every memory's header
 is placed before any record, in the list's order; then records, memory by memory, in pin order. What
 does not fit whole is left out and counted (`omitted`), never cut. Tokens are counted with the
 injected counter (uhp_memories.tokens: the MiniLM tokenizer) over the placed text: a header's name,
@@ -30,7 +32,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from uhp_memories.domain.context import Ports
-from uhp_memories.domain.errors import MemoryConflict, MemoryInvalid, MemoryNotFound, RecordNotFound, TreeChanged
+from uhp_memories.domain.errors import (
+    MemoriesNotAttached,
+    MemoryConflict,
+    MemoryInvalid,
+    MemoryNotFound,
+    RecordNotFound,
+    TreeChanged,
+)
 from uhp_memories.domain.fence import Fence
 from uhp_memories.domain.harnesses import Attachment, HarnessService
 from uhp_memories.domain.memories import MemoryService, MemorySummary
@@ -114,6 +123,9 @@ class PrimedMemory:
     attachment: Attachment
     memory: Memory
     children: list[MemorySummary]
+    # What principals wrote about the memory and its children, as one fenced block (header_text): one
+    # fence a memory, not one a field, since each fence costs the agent tokens (about 40 here).
+    header: str = ""
     tokens: int = 0
     placed: bool = False
     records: list[PlacedRecord] = field(default_factory=list)
@@ -147,7 +159,9 @@ def shown_version(chain: Sequence[RecordVersion], pin: Pin) -> RecordVersion | N
 
 
 def header_text(memory: Memory, children: Sequence[MemorySummary]) -> str:
-    lines = [memory.name, memory.description, *(f"{c.name}: {c.description}" for c in children)]
+    """What principals wrote about a memory, as prime places it (fenced): its name, its description, and
+    each readable child's name, id and description, a line each."""
+    lines = [memory.name, memory.description, *(f"- {c.name} ({c.id}): {c.description}" for c in children)]
     return "\n".join(lines)
 
 
@@ -236,7 +250,9 @@ class PrimeService:
         budget = BUDGET_DEFAULT if budget is None else budget
         if not 1 <= budget <= BUDGET_MAX:
             raise MemoryInvalid(f"budget is 1 to {BUDGET_MAX} tokens")
-        entries = self._harnesses.attached(caller, harness_id)  # memories_not_attached when none
+        entries = self._harnesses.starting(caller, harness_id)  # the harness and its owners only
+        if not entries:
+            raise MemoriesNotAttached(harness_id)
         access = self._ports.access(caller)
         primed: list[tuple[PrimedMemory, list[PinnedRecord]]] = []
         for entry in entries:
@@ -246,10 +262,15 @@ class PrimeService:
             _, children = self._memories.neighbours(access, memory)
             shown = [p for p in self._pinned(caller, memory.id, self._pins.get(caller.tenant, memory.id)) if p.shown]
             primed.append((PrimedMemory(entry, memory, children), shown))
-        fence = Fence(p.shown.content for _, pins in primed for p in pins if p.shown)
+        fence = Fence([
+            *(p.shown.content for _, pins in primed for p in pins if p.shown),
+            *(header_text(m.memory, m.children) for m, _ in primed),
+        ])
+        for memory_part, _ in primed:
+            memory_part.header = fence.wrap(header_text(memory_part.memory, memory_part.children))
         left = budget
         for memory_part, _ in primed:
-            tokens = self._count(header_text(memory_part.memory, memory_part.children))
+            tokens = self._count(memory_part.header)
             if tokens <= left:
                 memory_part.placed, memory_part.tokens = True, tokens
                 left -= tokens

@@ -10,7 +10,7 @@ import builtins
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -42,7 +42,7 @@ from uhp_memories.domain.limits import (
 )
 from uhp_memories.domain.memories import MemoryService, MemorySummary
 from uhp_memories.domain.models import CORE_TYPES, Caller, Checked, Page, RecordVersion, Snapshot
-from uhp_memories.domain.paths import PathCondition, PathEntry, check_directory, check_path
+from uhp_memories.domain.paths import PathCondition, PathConflict, PathEntry, check_directory, check_path
 from uhp_memories.domain.timefmt import format_ms, parse_instant
 
 logger = logging.getLogger(__name__)
@@ -73,6 +73,21 @@ class RecordView:
 RECORD_FIELDS_BEYOND_STAMPS = frozenset(
     {"type", "content", "attributes", "valid_from", "valid_to", "references", "path", "origin", "written_by"}
 )
+# What a refusal of a revision says to a caller without read, when the check looked at the record as
+# revised: the fields it did not send are not told (a record's type, its valid time, its content).
+UNREADABLE_REFUSAL = (
+    "this revision is refused: the record as revised would not be valid, and what it holds beyond the "
+    "fields you sent is shown only to a caller with read on the memory"
+)
+
+
+def withheld_from(access: AccessView, memory_id: str, sent: Collection[str]) -> frozenset[str]:
+    """What a write's answer may not show its caller: THE rule for every write answer, whatever the door
+    (REST, MCP, operations). Nothing for a reader of the memory; for a caller without read, every field
+    beyond the server's stamps that it did not send itself. Presenters leave out what `withheld` names."""
+    if "read" in access.privileges(memory_id):
+        return frozenset()
+    return RECORD_FIELDS_BEYOND_STAMPS - set(sent)
 
 
 @dataclass(frozen=True)
@@ -203,6 +218,8 @@ class RecordService:
             self._ports.records.append_first(record, terms.conditions)
         except TreeChanged:
             raise MemoryNotFound(memory_id) from None
+        except PathConflict as refused:
+            raise _as_seen(refused, "read" in access.privileges(memory_id)) from None
         self._release_upload(caller, record)
         index_after_commit(self._index, [record], ahead)
         return self._view(access, record)
@@ -233,10 +250,18 @@ class RecordService:
         return [self._view(access, record) for record in records]
 
     def revise(
-        self, caller: Caller, memory_id: str, record_id: str, changes: dict[str, Any], terms: WriteTerms = NO_TERMS
+        self,
+        caller: Caller,
+        memory_id: str,
+        record_id: str,
+        changes: dict[str, Any],
+        terms: WriteTerms = NO_TERMS,
+        *,
+        sent: Collection[str] | None = None,
     ) -> RecordView:
         """Append a new version. `changes` holds only the fields the caller sent; a new `path`
-        moves the file."""
+        moves the file. `sent`: the record fields the caller stated itself, when not the keys of
+        `changes` (an operation states none: it sends its input, not fields)."""
         access = self._ports.access(caller)
         access.require(memory_id, "write")
         if not changes:
@@ -244,21 +269,27 @@ class RecordService:
         if "path" in changes and changes["path"] is None:
             raise MemoryInvalid("a file's path cannot be removed; forget the file instead")
         current = self._current_or_conflict(caller, memory_id, record_id)
-        if current.type == "episode":
-            raise MemoryInvalid("episodes are append-only: remember a new episode instead of revising one")
-        if "type" in changes and changes["type"] != current.type:
-            raise MemoryInvalid("a record's type cannot change; remember a new record instead")
-        merged = RecordInput(
-            type=current.type,
-            content=changes.get("content", current.content),
-            attributes=changes.get("attributes", current.attributes),
-            valid_from=changes.get("valid_from", current.valid_from),
-            valid_to=changes.get("valid_to", current.valid_to),
-            references=changes.get("references", current.references),
-            path=changes.get("path", current.path),
-        )
-        self._check_input(merged)
-        checked = self._checked(caller.tenant, merged.type, merged.attributes, merged.content)
+        reader = "read" in access.privileges(memory_id)
+        try:
+            if current.type == "episode":
+                raise MemoryInvalid("episodes are append-only: remember a new episode instead of revising one")
+            if "type" in changes and changes["type"] != current.type:
+                raise MemoryInvalid("a record's type cannot change; remember a new record instead")
+            merged = RecordInput(
+                type=current.type,
+                content=changes.get("content", current.content),
+                attributes=changes.get("attributes", current.attributes),
+                valid_from=changes.get("valid_from", current.valid_from),
+                valid_to=changes.get("valid_to", current.valid_to),
+                references=changes.get("references", current.references),
+                path=changes.get("path", current.path),
+            )
+            self._check_input(merged)
+            checked = self._checked(caller.tenant, merged.type, merged.attributes, merged.content)
+        except MemoryInvalid:
+            if reader:
+                raise
+            raise MemoryInvalid(UNREADABLE_REFUSAL) from None
         content = merged.content
         if "content" in changes and _is_file(content):
             # New bytes: a new version of the chain's object, the earlier bytes kept.
@@ -285,12 +316,14 @@ class RecordService:
             self._ports.records.append_revision(closed, revision, terms.conditions)
         except StaleVersion:
             raise self._conflict(caller, memory_id, record_id) from None
+        except PathConflict as refused:
+            raise _as_seen(refused, reader) from None
         if revision.content is not current.content:
             self._release_upload(caller, revision)
         index_after_commit(self._index, [closed, revision], ahead)
         # The new version's writer and origin are the caller's own; the rest it sent, or may not see.
-        sent = set(changes) | {"written_by", "origin"}
-        return self._view(access, revision, withheld=self._unreadable(access, memory_id, sent))
+        stated = set(changes if sent is None else sent) | {"written_by", "origin"}
+        return self._view(access, revision, withheld=withheld_from(access, memory_id, stated))
 
     def forget(self, caller: Caller, memory_id: str, record_id: str, terms: WriteTerms = NO_TERMS) -> RecordView:
         access = self._ports.access(caller)
@@ -305,16 +338,10 @@ class RecordService:
             self._ports.records.close(current, closed, terms.conditions)
         except StaleVersion:
             raise self._conflict(caller, memory_id, record_id) from None
+        except PathConflict as refused:
+            raise _as_seen(refused, "read" in access.privileges(memory_id)) from None
         index_after_commit(self._index, [closed])
-        return self._view(access, closed, withheld=self._unreadable(access, memory_id, set()))
-
-    @staticmethod
-    def _unreadable(access: AccessView, memory_id: str, sent: set[str]) -> frozenset[str]:
-        """What a write's answer leaves out: nothing for a reader of the memory; for a caller
-        without read, every field it did not send."""
-        if "read" in access.privileges(memory_id):
-            return frozenset()
-        return RECORD_FIELDS_BEYOND_STAMPS - sent
+        return self._view(access, closed, withheld=withheld_from(access, memory_id, ()))
 
     def _attach(self, caller: Caller, content: dict[str, Any], memory_id: str, chain_id: str) -> dict[str, Any]:
         """A file already held (carried into a revision unchanged) stays as it is; a new one is
@@ -370,14 +397,14 @@ class RecordService:
         self, caller: Caller, memory_id: str, record_id: str, as_of: str | None = None, include: str = "active"
     ) -> RecordView:
         """The version this id names, with its status. Naming one version's id asks for that
-        version, as history does, so a superseded or forgotten version answers as such and every id
-        a history or a consolidation run's change list names stays readable. Forget takes a record
-        out of the reads that search the memory (list, recall), not out of this one; `include` is
-        accepted for symmetry with list and changes nothing here.
+        version, so a superseded version of a live record answers as such, and every id a history
+        names stays readable. A forgotten record leaves this read as it leaves list and recall
+        (§5.2: "it leaves every read that does not ask for history"): a version of a chain whose
+        current version is forgotten is not found unless `include=all` asks for history.
 
         With as_of, the memory as it stood then: the version with its status at that instant, or
-        not found if it was written later. Never another version of its chain, which would answer
-        under an id the caller did not ask for."""
+        not found if it was written later (or forgotten by then, unless include=all). Never another
+        version of its chain, which would answer under an id the caller did not ask for."""
         access = self._ports.access(caller)
         access.require(memory_id, "read")
         if include not in INCLUDE_VALUES:
@@ -388,7 +415,16 @@ class RecordService:
             if record.written_at > instant:
                 raise RecordNotFound(record_id)
             record = record.as_of(instant)
+            if include == "active" and record.status == "forgotten":
+                raise RecordNotFound(record_id)
+        elif include == "active" and self._chain_forgotten(caller, record):
+            raise RecordNotFound(record_id)
         return self._view(access, record)
+
+    def _chain_forgotten(self, caller: Caller, record: RecordVersion) -> bool:
+        if record.is_current:
+            return record.status == "forgotten"
+        return self._ports.records.chain(caller.tenant, record.chain_id)[-1].status == "forgotten"
 
     def list(
         self,
@@ -635,6 +671,12 @@ class RecordService:
                 return {"rel": ref.get("rel", "related"), "memory_id": memory_id, "record_id": record_id,
                         "available": True}
         return {"memory_id": memory_id, "record_id": record_id, "available": False}
+
+
+def _as_seen(refused: PathConflict, reader: bool) -> PathConflict:
+    """A file write's refusal as its caller may see it: to a caller without read, which record holds a
+    path is not told (it could fetch nothing with it, and learns what the memory holds)."""
+    return refused if reader else refused.unnamed()
 
 
 def _check_file(given: RecordInput) -> None:

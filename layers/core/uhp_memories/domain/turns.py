@@ -9,10 +9,10 @@ session began with (`prime_id`, from GET .../prime): the `asked` episode then ke
 server's own record of what that prime placed, per memory, in tokens and record versions
 (domain/prime.py, `Placement`).
 
-Who may post: anyone whose write observe accepts on the default memory, the harness itself first.
-The default is read from the harness's stored list; a caller other than the harness that cannot see
-the default memory is answered as if there were none (422), so a turn never reveals which memory a
-harness's default is."""
+Who may post: the harness and its owners (domain/harnesses.py), whose write observe accepts on the
+default memory. The default is the session's memory when the request names one the harness may write
+(§9 `metadata.memory`), else the one the harness's list marks; an owner that cannot see the default
+memory is answered as if there were none (422), so a turn never reveals which memory it is."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from typing import Any
 
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import MemoryInvalid
-from uhp_memories.domain.harnesses import AttachmentRepository, MemoriesNotAttached, harness_caller
+from uhp_memories.domain.harnesses import HarnessService
 from uhp_memories.domain.jobs import Job
 from uhp_memories.domain.models import Caller
 from uhp_memories.domain.observing import ObserveService
@@ -78,27 +78,25 @@ def tool_text(tool: ToolRun) -> str:
 
 class TurnService:
     def __init__(
-        self, ports: Ports, attachments: AttachmentRepository, observing: ObserveService, prime: PrimeService
+        self, ports: Ports, harnesses: HarnessService, observing: ObserveService, prime: PrimeService
     ) -> None:
         self._ports = ports
-        self._attachments = attachments
+        self._harnesses = harnesses
         self._observing = observing
         self._prime = prime
 
     def observe_turn(self, caller: Caller, harness_id: str, turn: Turn) -> TurnAnswer:
-        harness = harness_caller(caller, harness_id)
         if len(turn.tools) > MAX_TOOLS:
             raise MemoryInvalid(f"a turn names at most {MAX_TOOLS} tool runs")
-        stored = self._attachments.get(caller.tenant, harness_id) or []
-        if not stored:
-            raise MemoriesNotAttached(harness_id)
-        default = next((e for e in stored if e.default), None)
-        hidden = caller.principal != harness.principal and not (
-            default is not None and self._ports.access(caller).can_see(default.memory_id)
-        )
-        if hidden:
-            default = None
-        if default is None:
+        stored = self._harnesses.owned(caller, harness_id).entries  # the harness and its owners only
+        access = self._ports.access(caller)
+        session = caller.session_memory
+        if session is not None and "write" in access.privileges(session):
+            default_id: str | None = session
+        else:
+            marked = next((e for e in stored if e.default), None)
+            default_id = marked.memory_id if marked is not None and access.can_see(marked.memory_id) else None
+        if default_id is None:
             raise MemoryInvalid(f"harness {harness_id} has no default memory: mark one attachment default")
         placement = None if turn.prime_id is None else self._prime.placement(caller, harness_id, turn.prime_id)
         turn_id = self._ports.ids.new("htrn_")
@@ -112,5 +110,5 @@ class TurnService:
             part("answered", 1, turn.answered),
             *(part("tool", 2 + i, tool_text(t), tool=t.name) for i, t in enumerate(turn.tools)),
         ]
-        observed = self._observing.observe(caller, default.memory_id, episodes)
-        return TurnAnswer(turn_id, default.memory_id, observed.records, observed.job)
+        observed = self._observing.observe(caller, default_id, episodes)
+        return TurnAnswer(turn_id, default_id, observed.records, observed.job)

@@ -20,7 +20,6 @@ from uhp_memories.bootstrap import Container
 from uhp_memories.domain.errors import DomainError
 from uhp_memories.domain.models import Caller
 from uhp_memories.domain.prime import BUDGET_DEFAULT, BUDGET_MAX
-from uhp_memories.mcp.tools import harness_id
 from uhp_memories.tokens.wordpiece import TOKENIZER_NAME
 
 PROMPT_NAME = "memory_prime"
@@ -50,7 +49,7 @@ class PrimeText:
 
 def offered(caller: Caller) -> str | None:
     """The harness whose prime this caller may ask for over MCP; None for a key that is no harness."""
-    return harness_id(caller)
+    return caller.harness_id
 
 
 def resource_uri(harness: str) -> str:

@@ -33,12 +33,10 @@ from uhp_memories import __version__, bootstrap
 from uhp_memories.api.errors import status_of
 from uhp_memories.domain.errors import DomainError
 from uhp_memories.domain.fence import INSTRUCTIONS
-from uhp_memories.domain.harnesses import Attachment
 from uhp_memories.domain.models import Caller
 from uhp_memories.mcp import prime, tools
 
-CALLER_SCOPE_KEY = "uhp_memories.caller"  # where `handle` puts the caller in the ASGI scope
-SESSION_MEMORY_SCOPE_KEY = "uhp_memories.session_memory"  # and beside it the session's memory, checked
+CALLER_SCOPE_KEY = "uhp_memories.caller"  # where `handle` puts the caller (with its session's memory)
 SESSION_MEMORY_HEADER = "x-uhp-memory"  # §9 metadata.memory over MCP: one more memory for the session
 SERVER_NAME = "uhp-memories"
 
@@ -49,12 +47,6 @@ def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller:
     if not isinstance(caller, Caller):
         raise RuntimeError("no authenticated caller on this request")
     return caller
-
-
-def _session_memory(ctx: ServerRequestContext[Any, Any]) -> Attachment | None:
-    request = ctx.request
-    memory = request.scope.get(SESSION_MEMORY_SCOPE_KEY) if request is not None else None
-    return memory if isinstance(memory, Attachment) else None
 
 
 def _tool(tool: tools.Tool) -> types.Tool:
@@ -71,14 +63,13 @@ def _tool(tool: tools.Tool) -> types.Tool:
 async def _list_tools(
     ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    offered = tools.offered(bootstrap.container(), _caller(ctx), _session_memory(ctx))
+    offered = tools.offered(bootstrap.container(), _caller(ctx))
     # Per caller, and changed by attaching memories or defining queries: never cached for others.
     return types.ListToolsResult(tools=[_tool(t) for t in offered], cache_scope="private", ttl_ms=0)
 
 
 async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-    container, caller, memory = bootstrap.container(), _caller(ctx), _session_memory(ctx)
-    text, is_error = tools.call(container, caller, params.name, params.arguments, memory)
+    text, is_error = tools.call(bootstrap.container(), _caller(ctx), params.name, params.arguments)
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
 
@@ -190,14 +181,13 @@ def handle(caller: Caller, method: str, path: str, headers: Mapping[str, str], b
     on, or a malformed id, is answered 404 `memory_not_found` with the API's error body, before the SDK
     reads the request, whatever it asks (every MCP request of that session alike)."""
     named = next((v for k, v in headers.items() if k.lower() == SESSION_MEMORY_HEADER), None)
-    memory: Attachment | None = None
     if named is not None:
         try:
-            memory = tools.session_memory(bootstrap.container(), caller, str(named).strip())
+            caller = tools.session_caller(bootstrap.container(), caller, str(named).strip())
         except DomainError as error:
             refused = json.dumps({"error": {"code": error.code, "message": error.message}}).encode()
             return HttpAnswer(status_of(error.code), [("content-type", "application/json")], refused)
-    return _as_json_rpc(anyio.run(_handle, caller, memory, method, path, headers, body))
+    return _as_json_rpc(anyio.run(_handle, caller, method, path, headers, body))
 
 
 # JSON-RPC's "Invalid Request": what the transport refused before any method ran.
@@ -222,7 +212,7 @@ def _as_json_rpc(answer: HttpAnswer) -> HttpAnswer:
 
 
 async def _handle(
-    caller: Caller, memory: Attachment | None, method: str, path: str, headers: Mapping[str, str], body: bytes
+    caller: Caller, method: str, path: str, headers: Mapping[str, str], body: bytes
 ) -> HttpAnswer:
     scope: dict[str, Any] = {
         "type": "http",
@@ -238,7 +228,6 @@ async def _handle(
         "server": ("uhp-memories", 443),
         "client": None,
         CALLER_SCOPE_KEY: caller,
-        SESSION_MEMORY_SCOPE_KEY: memory,
     }
     answered = anyio.Event()
     delivered = False

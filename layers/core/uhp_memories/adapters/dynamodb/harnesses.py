@@ -1,16 +1,18 @@
-"""Harness attachments on DynamoDB: one item per harness, written with its grants in one transaction."""
+"""Harness attachments on DynamoDB: one item per harness (its entries and owners), written with its grants
+in one transaction."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.items import grant_item
 from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, DynamoTable
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.harnesses import Attachment, AttachmentsChanged
-from uhp_memories.domain.models import Grant
+from uhp_memories.domain.harnesses import AttachmentsChanged, HarnessList
+from uhp_memories.domain.models import Attachment, Grant
 
 ATTACHMENTS_SK = "ATTACHMENTS"
 
@@ -20,10 +22,16 @@ class DynamoAttachmentRepository:
         self._table = table
 
     def get(self, tenant: str, harness_id: str) -> list[Attachment] | None:
+        found = self.get_list(tenant, harness_id)
+        return found.entries if found is not None else None
+
+    def get_list(self, tenant: str, harness_id: str) -> HarnessList | None:
         item = self._table.get(keys.harness_pk(tenant, harness_id), ATTACHMENTS_SK)
         if item is None:
             return None
-        return [Attachment(**entry) for entry in json.loads(item["entries"])]
+        entries = [Attachment(**entry) for entry in json.loads(item["entries"])]
+        owners = tuple(json.loads(item["owners"])) if "owners" in item else None
+        return HarnessList(entries, owners)
 
     def replace(
         self,
@@ -32,14 +40,21 @@ class DynamoAttachmentRepository:
         attachments: Sequence[Attachment],
         grants: Sequence[Grant],
         *,
-        as_read: Sequence[Attachment] | None,
+        owners: Sequence[str],
+        as_read: HarnessList | None,
     ) -> None:
-        # Compare-and-swap on the entries as stored: they are written by this one function, so the list
-        # as read serializes to the very string the item holds.
+        # Compare-and-swap on the entries and owners as stored: they are written by this one function, so
+        # the list as read serializes to the very strings the item holds.
+        values: dict[str, Any] | None
         if as_read is None:
             condition, values = "attribute_not_exists(PK)", None
         else:
-            condition, values = "entries = :as_read", {":as_read": {"S": _entries_json(as_read)}}
+            condition, values = "entries = :as_read", {":as_read": {"S": _entries_json(as_read.entries)}}
+            if as_read.owners is None:
+                condition += " AND attribute_not_exists(owners)"
+            else:
+                condition += " AND owners = :owners_read"
+                values[":owners_read"] = {"S": json.dumps(list(as_read.owners))}
         put = self._table.put_op(
             {
                 "PK": keys.harness_pk(tenant, harness_id),
@@ -48,6 +63,7 @@ class DynamoAttachmentRepository:
                 "tenant": tenant,
                 "harness_id": harness_id,
                 "entries": _entries_json(attachments),
+                "owners": json.dumps(list(owners)),
             },
             condition,
         )
@@ -64,7 +80,7 @@ class DynamoAttachmentRepository:
         try:
             self._table.transact(operations)
         except ConditionFailed:
-            if self.get(tenant, harness_id) != (None if as_read is None else list(as_read)):
+            if self.get_list(tenant, harness_id) != as_read:
                 raise AttachmentsChanged(harness_id) from None
             raise TreeChanged(grants[0].memory_id if grants else harness_id) from None
 

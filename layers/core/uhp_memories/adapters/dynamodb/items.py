@@ -55,6 +55,7 @@ def memory_item(memory: Memory) -> dict[str, Any]:
         "created_by": memory.created_by,
         "created_at": memory.created_at,
         "updated_at": memory.updated_at,
+        "described_by": memory.describer,
         "record_count": memory.record_count,
         "deleting": memory.deleting,
         "GSI1PK": keys.children_pk(memory.tenant, memory.parent_id),
@@ -76,6 +77,7 @@ def memory_from(item: Mapping[str, Any]) -> Memory:
         updated_at=int(item["updated_at"]),
         record_count=int(item.get("record_count", 0)),
         deleting=bool(item.get("deleting", False)),
+        described_by=str(item["described_by"]) if item.get("described_by") else None,
     )
 
 
