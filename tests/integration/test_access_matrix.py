@@ -267,7 +267,9 @@ def _check_grants_listing(world: World, who: str, node: str, answer: requests.Re
 
 def _check_child(world: World, who: str, node: str, answer: requests.Response) -> str | None:
     body = answer.json()
-    if body["privileges"] != ALL:
+    # A harness writes only where its list lets it (domain/access.py HarnessReach): its new child too.
+    held = [R, C, D] if PRINCIPALS[who][0].startswith("harness:") else ALL
+    if body["privileges"] != held:
         return f"the creator holds {body['privileges']} on its new child"
     if body["parent_id"] != world.ids[node]:
         return f"child placed under {body['parent_id']}"
@@ -305,9 +307,10 @@ CREATE_OPS = [
 ]
 
 
-# A harness's list (§9): each cell works on a harness of its own, arranged by alice (who holds delete
-# everywhere, so she reads every entry back). Adding, changing or removing an entry needs delete on its
-# memory; sending it unchanged needs only to see it; an entry the caller cannot see is kept, unseen.
+# A harness's list (§9): each cell works on a harness of its own. A fresh one is claimed by the caller;
+# one alice arranged names the caller as an owner beside her. Adding or changing an entry the harness
+# does not hold needs delete on its memory (it grants); sending it unchanged needs only to see it; an
+# owner detaches any entry, one it cannot see included. Non-owners: test_only_owners_reach_a_harness.
 
 
 def _attach(client: Client, harness: str, *entries: dict[str, Any]) -> requests.Response:
@@ -318,30 +321,34 @@ def _entry(world: World, node: str, access: str = R) -> dict[str, Any]:
     return {"memory_id": world.ids[node], "access": access, "default": False}
 
 
-def _attached_by_alice(world: World, node: str) -> str:
+def _shared_with(world: World, who: Client, node: str) -> str:
+    """A harness alice arranged with the node attached, owned by her and by `who`."""
     harness = "hm-" + secrets.token_hex(6)
     arranged = _attach(world.alice, harness, _entry(world, node))
     assert arranged.status_code == 200, arranged.text
+    owners = world.alice.put(f"/v1/harnesses/{harness}/owners", {"owners": sorted({"user:alice", who.principal})})
+    assert owners.status_code == 200, owners.text
     return harness
 
 
-def _listed_for_alice(world: World, answer: requests.Response) -> list[dict[str, Any]]:
-    listed = world.alice.get(f"/v1/harnesses/{answer.json()['harness_id']}/memories")
+def _stored(world: World, who: str, answer: requests.Response) -> list[dict[str, Any]]:
+    """The list as stored: read by alice where she owns it (she sees every node), else by the caller
+    that claimed it (it named only what it sees)."""
+    harness = answer.json()["harness_id"]
+    listed = world.alice.get(f"/v1/harnesses/{harness}/memories")
+    if listed.status_code == 403:
+        listed = world.clients[who].get(f"/v1/harnesses/{harness}/memories")
     return listed.json()["memories"] if listed.status_code == 200 else []
 
 
 def _check_list(answered: Callable[[World, str, str], list[dict[str, Any]]],
                 stored: Callable[[World, str, str], list[dict[str, Any]]]) -> Check:
     def check(world: World, who: str, node: str, answer: requests.Response) -> str | None:
-        got = (answer.json()["memories"], _listed_for_alice(world, answer))
+        got = (answer.json()["memories"], _stored(world, who, answer))
         want = (answered(world, who, node), stored(world, who, node))
         return None if got == want else f"answered and stored {got}, want {want}"
 
     return check
-
-
-def _readable_by(who: str, node: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return entries if D in privileges_of(who, node) else []
 
 
 HARNESS_LIST_OPS = [
@@ -349,14 +356,14 @@ HARNESS_LIST_OPS = [
        lambda w, c, n: _attach(c, "hm-" + secrets.token_hex(6), _entry(w, n)),
        _check_list(lambda w, who, n: [_entry(w, n)], lambda w, who, n: [_entry(w, n)])),
     Op("change_entry", D, 200,
-       lambda w, c, n: _attach(c, _attached_by_alice(w, n), _entry(w, n, W)),
+       lambda w, c, n: _attach(c, _shared_with(w, c, n), _entry(w, n, W)),
        _check_list(lambda w, who, n: [_entry(w, n, W)], lambda w, who, n: [_entry(w, n, W)])),
     Op("resend_entry", None, 200,
-       lambda w, c, n: _attach(c, _attached_by_alice(w, n), _entry(w, n)),
-       _check_list(lambda w, who, n: _readable_by(who, n, [_entry(w, n)]), lambda w, who, n: [_entry(w, n)])),
-    Op("detach_entry", D, 200,
-       lambda w, c, n: _attach(c, _attached_by_alice(w, n)),
-       _check_list(lambda w, who, n: [], lambda w, who, n: [] if sees(who, n) else [_entry(w, n)]),
+       lambda w, c, n: _attach(c, _shared_with(w, c, n), _entry(w, n)),
+       _check_list(lambda w, who, n: [_entry(w, n)], lambda w, who, n: [_entry(w, n)])),
+    Op("detach_entry", None, 200,
+       lambda w, c, n: _attach(c, _shared_with(w, c, n)),
+       _check_list(lambda w, who, n: [], lambda w, who, n: []),
        unseen=(200, None)),
 ]
 
@@ -401,10 +408,11 @@ def test_authorization_matrix(world: World, ops: list[Op]) -> None:
     assert not mismatches, "\n" + "\n".join(mismatches)
 
 
-def test_who_reads_a_harness_list(world: World, outsiders: dict[str, Client]) -> None:
-    """GET as each principal of a harness with every node attached: the harness itself (hank) reads the
-    entries on memories it can see; anyone else those on memories where it holds delete; a caller that
-    may read none is told nothing is attached, exactly as for a harness that has no list."""
+def test_only_owners_reach_a_harness(world: World, outsiders: dict[str, Client]) -> None:
+    """A harness with every node attached by alice: the harness itself (hank) reads the entries on
+    memories it can see, alice (its owner) all of them; every other principal of the tenant is refused
+    every operation on it, whatever it holds on the memories; another tenant has no such harness. An
+    owner added by group reads what it can see, and how many entries it cannot."""
     everything = [_entry(world, node) for node in TREE]
     assert_outcome(_attach(world.alice, "h1", *everything), 200)
     # Attaching granted hank read on every node; without those on private and notes he no longer sees them.
@@ -412,18 +420,28 @@ def test_who_reads_a_harness_list(world: World, outsiders: dict[str, Client]) ->
         grant = next(g for g in world.alice.get(world.path(node, "/grants")).json()["data"]
                      if g["principal"] == "harness:h1" and g["memory_id"] == world.ids[node])
         assert_outcome(world.alice.delete(world.path(node, f"/grants/{grant['id']}")), 200)
-    expected = {who: [_entry(world, n) for n in TREE if D in privileges_of(who, n)] for who in PRINCIPALS}
-    expected["hank"] = [_entry(world, n) for n in TREE if n not in ("private", "notes")]
+    reads = {"alice": (everything, 0), "hank": (everything[:4], 2)}  # TREE's order: private, notes last
     mismatches = []
     for who, client in {**world.clients, **outsiders}.items():
-        want = expected.get(who, [])
         answer = client.get("/v1/harnesses/h1/memories")
-        got = answer.json()["memories"] if answer.status_code == 200 else []
-        if not want and outcome(answer) != (404, "memories_not_attached"):
-            mismatches.append(f"{who}: want 404 memories_not_attached, got {outcome(answer)}")
-        elif want and (answer.status_code, got) != (200, want):
-            mismatches.append(f"{who}: want {want}, got {answer.status_code} {answer.text[:160]}")
+        if who in reads:
+            memories, hidden = reads[who]
+            if (answer.status_code, answer.json().get("memories"), answer.json().get("hidden")) != (200, memories, hidden):
+                mismatches.append(f"{who}: want {memories} hidden {hidden}, got {answer.text[:200]}")
+            continue
+        if "@" in who:  # another tenant has no harness h1 (one it writes is its own, elsewhere)
+            if outcome(answer) != (404, "memories_not_attached"):
+                mismatches.append(f"{who}: want 404 memories_not_attached, got {outcome(answer)}")
+            continue
+        for act in (answer, _attach(client, "h1"), client.get("/v1/harnesses/h1/prime"),
+                    client.put("/v1/harnesses/h1/owners", {"owners": []})):
+            if outcome(act) != (403, "memory_forbidden"):
+                mismatches.append(f"{who}: want 403 memory_forbidden, got {outcome(act)} {act.text[:120]}")
     assert not mismatches, "\n" + "\n".join(mismatches)
+    assert world.alice.get("/v1/harnesses/h1/memories").json()["memories"] == everything
+    assert_outcome(world.alice.put("/v1/harnesses/h1/owners", {"owners": ["user:alice", "group:sales"]}), 200)
+    carol = world.clients["carol"].get("/v1/harnesses/h1/memories").json()
+    assert (carol["memories"], carol["hidden"]) == ([_entry(world, "sales"), _entry(world, "acme")], 4)
 
 
 def test_delete_matrix(world: World) -> None:
@@ -833,7 +851,8 @@ def test_the_creators_grant_is_real_listed_and_inherited(world: World) -> None:
     answer = hank.post("/v1/memories", {"name": "hank's", "parent_id": world.ids["eng"]})
     assert answer.status_code == 201, answer.text
     mine = answer.json()
-    assert mine["privileges"] == ALL
+    # The creator's grant is ALL; a harness writes only where its list lets it (HarnessReach).
+    assert mine["privileges"] == [R, C, D]
     assert mine["parent_id"] == world.ids["eng"]
     assert mine["ancestors"] == [world.ids["eng"]]  # hank cannot see root
     assert get_privileges(alice, mine["id"]) == ALL  # alice's grants on root and eng flow down
@@ -852,6 +871,9 @@ def test_the_creators_grant_is_real_listed_and_inherited(world: World) -> None:
 
     # It flows down like any other grant.
     grandchild = alice.create_memory("below hank's", parent_id=mine["id"])
+    assert get_privileges(hank, grandchild["id"]) == [R, C, D]
+    assert_outcome(hank.put("/v1/harnesses/h1/memories", {"memories": [
+        {"memory_id": mine["id"], "access": W}]}), 200)  # the harness attaches its own memory
     assert get_privileges(hank, grandchild["id"]) == ALL
     # The creator is still only create on the parent.
     assert get_privileges(hank, world.ids["eng"]) == ["create"]

@@ -18,17 +18,18 @@ from uhp_memories.domain.models import PRIVILEGES, Attachment, Caller, Grant, Me
 MemoryLoader = Callable[[str], Memory | None]
 # A memory (None if it does not exist) and every grant on it, read together.
 MemoryAndGrantsLoader = Callable[[str], tuple[Memory | None, Sequence[Grant]]]
-READ_ONLY = frozenset({"read"})
+WRITE = "write"
 
 
 @dataclass(frozen=True)
 class HarnessReach:
     """How a harness's list narrows what its grants give it (§9: "access narrows; it never widens").
 
-    A key acting as `harness:<id>` holds every privilege its grants give it at or below a memory it
-    attached with `write` (or its session's memory, §9 `metadata.memory`), and only `read` anywhere
-    else: a memory attached `read`, and whatever it walks to from one, is read-only to it, whichever
-    door it comes through (REST, MCP, operations). This is the one place that rule lives."""
+    A key acting as `harness:<id>` holds `write` only at or below a memory it attached with `write` (or
+    its session's memory, §9 `metadata.memory`): a memory attached `read`, and whatever it walks to from
+    one, is not written by it, whichever door it comes through (REST, MCP, operations), and a harness
+    with nothing attached writes nowhere. Its other privileges are its grants' (create and delete are no
+    agent's tools). This is the one place that rule lives."""
 
     harness_id: str
     write_roots: frozenset[str]
@@ -48,13 +49,13 @@ class HarnessReach:
         if not self.listed and not self.write_roots:
             return MemoriesNotAttached(
                 self.harness_id,
-                f"harness {self.harness_id} has no memories attached, so it may only read: attach the memory "
-                f"it should write to with access write ({where}, by a principal holding delete on it)",
+                f"harness {self.harness_id} has no memories attached, so it writes nowhere: attach the memory "
+                f"it should write to with access write ({where}, by an owner of the harness)",
             )
         return MemoryForbidden(
             privilege,
-            f"harness {self.harness_id} reaches this memory read-only: it may '{privilege}' only at or below a "
-            f"memory attached with access write ({where})",
+            f"harness {self.harness_id} reaches this memory read-only: it writes only at or below a memory "
+            f"attached with access write ({where})",
         )
 
 
@@ -149,8 +150,8 @@ class AccessView:
         """The caller's effective privileges: its grants', narrowed for a harness by its list."""
         if memory_id not in self._privileges:
             held = self.granted(memory_id)
-            if self._reach_loader is not None and held - READ_ONLY and not self._within_write_reach(memory_id):
-                held = held & READ_ONLY
+            if self._reach_loader is not None and WRITE in held and not self._within_write_reach(memory_id):
+                held = held - {WRITE}
             self._privileges[memory_id] = held
         return self._privileges[memory_id]
 
