@@ -99,7 +99,7 @@ async def test_a_fact_remembered_through_the_tool_is_recalled_first_in_a_later_r
     alice: Client, memory: str, make_client: ClientFactory, open_records: OpenRecords
 ) -> None:
     # The harness acts as its own principal, granted on Alice's memory as attaching would grant it.
-    alice.grant(memory, "harness:assistant", "read", "write")
+    alice.attach("assistant", memory)
     assistant = make_client("harness:assistant")
     for text in ("The office moved to Berlin in 2024.", "Bob's birthday is in May.", "Deploys happen on Tuesdays."):
         alice.remember(memory, text)

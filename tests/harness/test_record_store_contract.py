@@ -216,7 +216,7 @@ async def test_the_last_writer_wins(
 ) -> None:
     """Two conversations update the record one after the other, each from the id it saw: no conflict,
     and the later text is the record's."""
-    alice.grant(memory, "harness:assistant", "read", "write")
+    alice.attach("assistant", memory)
     assistant = make_client("harness:assistant")
     async with open_records(alice, memory) as mine, open_records(assistant, memory) as theirs:
         added = await mine.add("The standup is at 9:00.")
@@ -307,11 +307,13 @@ async def test_delete_forgets_the_record_and_it_no_longer_exists(
 async def test_a_record_forgotten_through_the_api_does_not_exist_for_the_store(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:
-    """GET of a forgotten version still answers it (200, status forgotten); the store treats it as gone."""
+    """A forgotten record leaves GET (404; history's `include=all` still answers it); the store treats it
+    as gone."""
     async with open_records(alice, memory) as store:
         added = await store.add("Alice drinks green tea.")
         assert alice.delete(f"/v1/memories/{memory}/records/{added.id}").status_code == 200
-        read = alice.get(f"/v1/memories/{memory}/records/{added.id}")
+        assert alice.get(f"/v1/memories/{memory}/records/{added.id}").status_code == 404
+        read = alice.get(f"/v1/memories/{memory}/records/{added.id}", include="all")
         assert (read.status_code, read.json()["status"]) == (200, "forgotten")
 
         for change in (store.update(added.id, "Alice drinks oolong tea."), store.delete(added.id)):

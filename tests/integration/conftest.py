@@ -95,6 +95,14 @@ class Client:
         assert answer.status_code == 201, answer.text
         return answer.json()
 
+    def attach(self, harness_id: str, memory_id: str, access: str = "write", default: bool = True) -> dict[str, Any]:
+        """Make `memory_id` the harness's whole list (granting what it lacks): a harness writes only at or
+        below a memory attached with write (domain/access.py HarnessReach)."""
+        entry = {"memory_id": memory_id, "access": access, "default": default and access == "write"}
+        answer = self.put(f"/v1/harnesses/{harness_id}/memories", {"memories": [entry]})
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
 
 ClientFactory = Callable[..., Client]
 

@@ -49,10 +49,12 @@ def test_revert_makes_what_the_run_forgot_current_again(alice: Client) -> None:
     run = _start(alice, memory["id"])
     reverted = alice.post(RUNS.format(memory["id"]) + f"/{run['id']}/revert")
     assert reverted.status_code == 200, reverted.text
-    assert reverted.json()["status"] == "reverted"
+    # The run keeps its §9.2 status; the reversal is the caller's act, stamped with the caller.
+    assert (reverted.json()["status"], reverted.json()["reverted_by"]) == ("completed", "user:alice")
     history = alice.get(f"/v1/memories/{memory['id']}/records/{repeat['id']}/history").json()["data"]
     assert [v["status"] for v in history] == ["forgotten", "active"]
-    assert history[-1]["written_by"] == {"kind": "consolidator", "id": "native"}
+    assert history[-1]["written_by"] == {"kind": "user", "id": "alice"}
+    assert history[-1]["origin"] == {"reverts_run_id": run["id"]}
     assert history[-1]["content"] == "same words."
     assert alice.get(f"/v1/memories/{memory['id']}").json()["records"]["count"] == 2
     again = alice.post(RUNS.format(memory["id"]) + f"/{run['id']}/revert")
@@ -200,7 +202,7 @@ def test_a_run_merges_near_duplicates_supersedes_restatements_and_expires_and_re
     shape = {k: (v["type"], v["attributes"], v["time"]["valid_from"], v["time"]["valid_to"]) for k, v in before.items()}
     assert {k: (v["type"], v["attributes"], v["time"]["valid_from"], v["time"]["valid_to"])
             for k, v in restored.items()} == shape
-    # The revert's restorations are the consolidator's own versions: the next run does not undo the revert.
+    # The revert's restorations name the run they undo: the next run does not undo the revert.
     again = _start(alice, memory["id"])
     assert again["changes"] == {"created": 0, "superseded": 0, "forgotten": 0}
 

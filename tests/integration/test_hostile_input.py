@@ -380,7 +380,7 @@ def test_revert_needs_write_not_read(alice: Client, bob: Client, make_client: Cl
     assert refused.status_code == 403, refused.text
     reverted = bob.post(f"/v1/memories/{memory['id']}/consolidations/{run['id']}/revert")
     assert reverted.status_code == 200, reverted.text
-    assert reverted.json()["status"] == "reverted"
+    assert reverted.json()["reverted_by"] == "user:bob"
 
 
 # -- another memory's parts through this one ------------------------------------------------------

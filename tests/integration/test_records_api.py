@@ -197,6 +197,8 @@ def test_written_by_is_stamped_from_the_key(
 ) -> None:
     writer = make_client(principal)
     memory = writer.create_memory()
+    if principal.startswith("harness:"):  # a harness writes where its list lets it, its own memory too
+        writer.attach(principal.partition(":")[2], memory["id"])
     record = writer.remember(memory["id"])
     assert record["written_by"] == expected
     assert get_record(writer, memory["id"], record["id"])["written_by"] == expected
@@ -781,13 +783,16 @@ def test_get_as_of_answers_the_named_version_as_it_stood_then(alice: Client) -> 
     at2 = get_record(alice, mid, v2["id"], as_of=t2)
     assert (at2["id"], at2["content"], at2["status"]) == (v2["id"], "v2", "active")
     assert at2["time"]["invalidated_at"] is None
-    assert get_record(alice, mid, v2["id"], as_of=t3) == forgotten
+    # Forgotten by t3: out of every read but history's (§5.2), which include=all asks for.
+    assert error_code(alice.get(records_path(mid, v2["id"]), as_of=t3)) == "memory_record_not_found"
+    assert get_record(alice, mid, v2["id"], as_of=t3, include="all") == forgotten
 
     # as_of now is the read without as_of.
     wait_past(t3)
     now = datetime.now().astimezone().isoformat(timespec="milliseconds")
     for version in (v1, v2):
-        assert get_record(alice, mid, version["id"], as_of=now) == get_record(alice, mid, version["id"])
+        assert get_record(alice, mid, version["id"], as_of=now, include="all") == get_record(
+            alice, mid, version["id"], include="all")
 
 
 def test_get_as_of_a_version_written_later_is_not_found(alice: Client) -> None:
@@ -815,16 +820,20 @@ def test_get_as_of_a_version_written_later_is_not_found(alice: Client) -> None:
         assert error_code(answer) == "memory_record_not_found"
 
 
-def test_get_by_id_answers_a_forgotten_version_with_its_status(alice: Client) -> None:
+def test_a_forgotten_record_leaves_get_by_id_unless_history_is_asked_for(alice: Client) -> None:
     memory = alice.create_memory()
     mid = memory["id"]
     v1 = alice.remember(mid, "v1")
     v2 = revise(alice, mid, v1["id"], {"content": "v2"})
+    assert get_record(alice, mid, v1["id"])["status"] == "superseded"  # a live record's earlier version
     gone = forget(alice, mid, v2["id"])
-    # An id names one version: asking for it is asking for that version, whatever became of it.
-    for include in ("active", "all"):
-        assert get_record(alice, mid, v2["id"], include=include) == gone
-        assert get_record(alice, mid, v1["id"], include=include)["status"] == "superseded"
+    # §5.2: forgotten "leaves every read that does not ask for history", every version of it.
+    for version in (v1, v2):
+        answer = alice.get(records_path(mid, version["id"]))
+        assert (answer.status_code, error_code(answer)) == (404, "memory_record_not_found")
+        assert "v1" not in answer.text and "v2" not in answer.text
+    assert get_record(alice, mid, v2["id"], include="all") == gone
+    assert get_record(alice, mid, v1["id"], include="all")["status"] == "superseded"
     # Forget takes the record out of the reads that search the memory.
     assert listed_ids(alice, mid) == set()
     assert listed_ids(alice, mid, include="all") == {v1["id"], v2["id"]}
@@ -1027,7 +1036,7 @@ def test_forget_closes_and_keeps_the_trace(alice: Client, bob: Client) -> None:
 
     assert listed_ids(alice, mid) == {other["id"]}
     assert listed_ids(alice, mid, include="all") == {record["id"], other["id"]}
-    assert get_record(alice, mid, record["id"]) == gone, "its id still names the version, now forgotten"
+    assert get_record(alice, mid, record["id"], include="all") == gone, "history still names the version"
     assert history(alice, mid, record["id"]) == [gone]
     assert record_count(alice, mid) == 1
 
@@ -1046,7 +1055,7 @@ def test_history_is_the_chain_oldest_first_with_writers(alice: Client, make_clie
     memory = alice.create_memory()
     mid = memory["id"]
     alice.grant(mid, "user:bob", "read", "write")
-    alice.grant(mid, "harness:chrn_1", "read", "write")
+    alice.attach("chrn_1", mid)  # a harness writes where its list lets it
     writers = [alice, make_client("user:bob"), make_client("harness:chrn_1")]
     versions = [alice.remember(mid, "v1")]
     for n in range(2, 8):

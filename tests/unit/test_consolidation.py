@@ -128,8 +128,10 @@ def test_revert_restores_what_a_run_superseded_and_forgets_what_it_created(
     ]
     # The reversal is the caller's act, stamped with it (§9.2: only what a run writes is the consolidator's).
     assert chain[-1].written_by == {"kind": "user", "id": "alice"}
+    assert chain[-1].origin == {"reverts_run_id": run.id}  # so the next run leaves it as it is
     forgotten = world.records.get(ALICE, memory_id, created.id, include="all").record
-    assert forgotten.forgotten_by == {"written_by": {"kind": "user", "id": "alice"}, "origin": None}
+    assert forgotten.forgotten_by == {"written_by": {"kind": "user", "id": "alice"},
+                                      "origin": {"reverts_run_id": run.id}}
     assert chain[-1].attributes == {"account": "acme"}
     assert world.memories.get(ALICE, memory_id).memory.record_count == 2
 

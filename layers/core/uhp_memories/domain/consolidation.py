@@ -67,6 +67,15 @@ from uhp_memories.domain.timefmt import format_ms
 logger = logging.getLogger(__name__)
 
 CONSOLIDATOR = {"kind": "consolidator", "id": "native"}
+# A revert's versions carry the caller who reverted as writer and this key in their origin, naming the run
+# they undo (a client's origin has only run_id, principal_id and tool_call_id: api/schemas.OriginIn).
+REVERTS = "reverts_run_id"
+
+
+def settled(record: RecordVersion) -> bool:
+    """Whether a run leaves the record as it is: the consolidator's own conclusion, or a revert's
+    restoration (a person undid a run; the next run must not redo it)."""
+    return record.written_by == CONSOLIDATOR or bool((record.origin or {}).get(REVERTS))
 DEFAULT_BUDGET = 250_000  # tokens
 MAX_BUDGET = 10_000_000
 STEP_RECORDS = 200  # new records one step reads: a step's work is bounded whatever the memory's size
@@ -100,7 +109,7 @@ class Run:
     tenant: str
     id: str
     memory_id: str
-    status: str  # queued | running | completed | stopped | failed | reverted
+    status: str  # queued | running | completed | stopped | failed (a revert keeps it; reverted_by says so)
     trigger: str
     started_at: int  # epoch seconds (§9.2)
     budget_limit: int
@@ -300,21 +309,21 @@ class ConsolidationService:
             if not latest.is_current:
                 continue
             if change.action == "forgotten" and latest.id == change.record_id and latest.status == "forgotten":
-                self._bring_back(latest, now, caller)
+                self._bring_back(latest, now, caller, run.id)
             elif change.action == "superseded" and latest.supersedes == change.record_id and latest.status == "active":
                 before = next(v for v in chain if v.id == change.record_id)
-                self._restore(before, latest, now, caller)
+                self._restore(before, latest, now, caller, run.id)
             elif (change.action == "created" and change.chain_id not in restored_chains
                   and latest.id == change.record_id and latest.status == "active"):
-                self._forget(latest, now, caller)
+                self._forget(latest, now, caller, run.id)
         reversal = run.evolve(reverted_by=caller.principal)
         self._runs.save(reversal, release=False)
         return reversal
 
-    def _bring_back(self, forgotten: RecordVersion, now: str, caller: Caller) -> None:
+    def _bring_back(self, forgotten: RecordVersion, now: str, caller: Caller, run_id: str) -> None:
         """A forgotten record current again: a new active version with the same content. The
         forgotten version keeps its status, so history shows it was forgotten and brought back."""
-        revision = self._next_version(forgotten, forgotten, now, caller)
+        revision = self._next_version(forgotten, forgotten, now, caller, run_id)
         closed = forgotten.evolve(superseded_by=revision.id)
         try:
             self._ports.records.reopen(closed, revision)
@@ -322,10 +331,12 @@ class ConsolidationService:
             return  # changed since it was read: left alone
         index_after_commit(self._index, [closed, revision])
 
-    def _restore(self, before: RecordVersion, successor: RecordVersion, now: str, caller: Caller) -> None:
+    def _restore(
+        self, before: RecordVersion, successor: RecordVersion, now: str, caller: Caller, run_id: str
+    ) -> None:
         """The version the run superseded current again: a new version over the run's successor,
         holding what `before` held."""
-        revision = self._next_version(before, successor, now, caller)
+        revision = self._next_version(before, successor, now, caller, run_id)
         closed = successor.evolve(status="superseded", superseded_by=revision.id, invalidated_at=now)
         try:
             self._ports.records.append_revision(closed, revision)
@@ -333,9 +344,10 @@ class ConsolidationService:
             return
         index_after_commit(self._index, [closed, revision])
 
-    def _forget(self, created: RecordVersion, now: str, caller: Caller) -> None:
+    def _forget(self, created: RecordVersion, now: str, caller: Caller, run_id: str) -> None:
         closed = created.evolve(
-            status="forgotten", invalidated_at=now, forgotten_by={"written_by": caller.written_by, "origin": None}
+            status="forgotten", invalidated_at=now,
+            forgotten_by={"written_by": caller.written_by, "origin": {REVERTS: run_id}},
         )
         try:
             self._ports.records.close(created, closed)
@@ -343,15 +355,17 @@ class ConsolidationService:
             return
         index_after_commit(self._index, [closed])
 
-    def _next_version(self, holding: RecordVersion, latest: RecordVersion, now: str, caller: Caller) -> RecordVersion:
+    def _next_version(
+        self, holding: RecordVersion, latest: RecordVersion, now: str, caller: Caller, run_id: str
+    ) -> RecordVersion:
         """The version after `latest` in its chain, holding what `holding` held, written by the
-        caller who reverts."""
+        caller who reverts, its origin naming the run it undoes."""
         return latest.evolve(
             id=self._ports.ids.new("hrec_"), version=latest.version + 1, status="active",
             content=holding.content, attributes=holding.attributes, valid_from=holding.valid_from,
             valid_to=holding.valid_to, references=holding.references,
             supersedes=latest.id, superseded_by=None, written_at=now, invalidated_at=None,
-            written_by=caller.written_by, origin=None,
+            written_by=caller.written_by, origin={REVERTS: run_id},
         )
 
     # -- the workflow's steps ----------------------------------------------------------------
@@ -379,9 +393,9 @@ class ConsolidationService:
                 break
             read, tokens, position, through = read + 1, tokens + cost, seen, record.written_at
             episodes += record.type == "episode"
-            # The consolidator's own versions (a run's conclusions, a revert's restorations) are compared
-            # with, never reconsidered: a revert must not be undone by the next run.
-            ours = record.written_by == CONSOLIDATOR
+            # The consolidator's own versions (a run's conclusions) and a revert's restorations are
+            # compared with, never reconsidered: a revert must not be undone by the next run.
+            ours = settled(record)
             if record.type == "episode" and not ours:
                 step.episodes.append(record)
             if neighbours is not None and not ours and merging.eligible(record) and not step.taken(record):
@@ -419,7 +433,7 @@ class ConsolidationService:
         forgotten = 0
         for record in (found[i] for i in expired_ids if i in found):
             expired = record.valid_to is not None and record.valid_to < now
-            ours = record.written_by == CONSOLIDATOR
+            ours = settled(record)
             if expired and not ours and merging.eligible(record) and not step.taken(record):
                 step.forget.append(record)
                 step.take(record)
