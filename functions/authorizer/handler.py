@@ -20,8 +20,7 @@ class Unauthorized(Exception):
 
 
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
-    api_key = headers.get("x-api-key")
+    api_key = the_one_api_key(event)
     if not api_key or len(api_key) > 512:
         raise Unauthorized("Unauthorized")
     found = bootstrap.container().keys.find(hash_key(api_key))
@@ -45,6 +44,19 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         # The usage plan of the tenant's API Gateway key applies to this request.
         "usageIdentifierKey": api_key,
     }
+
+
+def the_one_api_key(event: dict[str, Any]) -> str | None:
+    """The request's x-api-key, or None unless it sent exactly one. API Gateway hands a repeated
+    header's last value in `headers` and every value in `multiValueHeaders`, and keys its authorizer
+    cache by the identity source: a request with two keys could be cached under one it was not
+    authorized by, so it is refused whatever the gateway does with them."""
+    values = [v for k, vs in (event.get("multiValueHeaders") or {}).items() if k.lower() == "x-api-key"
+              for v in (vs or [])]
+    named = [v for k, v in (event.get("headers") or {}).items() if k.lower() == "x-api-key"]
+    if len(values) > 1 or len(named) > 1 or (values and named and named[-1] != values[-1]):
+        return None
+    return named[0] if named else (values[0] if values else None)
 
 
 def _any_route(event: dict[str, Any]) -> str:

@@ -3,8 +3,10 @@ error shape (JSON), never http.server's HTML; one log line per request without c
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
+import secrets
 import socket
 
 import pytest
@@ -109,3 +111,71 @@ def test_a_body_shorter_than_its_content_length_is_408_not_a_thread_held_forever
     monkeypatch.setattr(module._RequestHandler, "timeout", 1)
     status, _, body = _raw(gateway, b"POST /v1/memories HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{}")
     assert (status, body["error"]["code"]) == (408, "request_timeout")
+
+
+# -- the API key: one header, one identity ------------------------------------------------------
+
+
+def _get_with_headers(gateway: LocalGateway, path: str, headers: list[tuple[str, str]]) -> tuple[int, dict]:
+    """A GET carrying exactly these header lines, repeated names included (requests merges them)."""
+    host, port = gateway.server.server_address[:2]
+    connection = http.client.HTTPConnection(str(host), port, timeout=30)
+    try:
+        connection.putrequest("GET", path)
+        for name, value in headers:
+            connection.putheader(name, value)
+        connection.endheaders()
+        answer = connection.getresponse()
+        return answer.status, json.loads(answer.read() or b"null")
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("names", [("X-Api-Key", "x-api-key"), ("x-api-key", "x-api-key"), ("x-api-key", "X-API-KEY")])
+def test_two_api_key_headers_are_refused_and_leave_no_key_behind(
+    gateway: LocalGateway, alice: Client, names: tuple[str, str]
+) -> None:
+    """The authorizer cache was keyed by the first x-api-key while the authorizer read the last: one
+    request with a made-up key first and a real one after made the made-up key valid for 300 s."""
+    made_up = "k-made-up-" + secrets.token_hex(8)
+    for pair in ([(names[0], made_up), (names[1], alice.key)], [(names[0], alice.key), (names[1], made_up)]):
+        status, body = _get_with_headers(gateway, "/v1/memories", pair)
+        assert (status, body["error"]["code"]) == (401, "unauthenticated"), body
+    status, body = _get_with_headers(gateway, "/v1/memories", [("x-api-key", made_up)])
+    assert (status, body["error"]["code"]) == (401, "unauthenticated"), "the made-up key was cached as valid"
+    assert _get_with_headers(gateway, "/v1/memories", [(names[1], alice.key)])[0] == 200
+
+
+def test_the_authorizer_refuses_a_request_with_two_keys_whatever_the_gateway_hands_it(alice: Client) -> None:
+    """Deployed, API Gateway puts a repeated header's last value in `headers` and all of them in
+    `multiValueHeaders`; the authorizer refuses such a request itself (401), not only the local gateway."""
+    from functions.authorizer.handler import Unauthorized, lambda_handler
+
+    event = {"methodArn": "arn:aws:execute-api:local:000000000000:local/local/GET/v1/memories",
+             "headers": {"x-api-key": alice.key}, "multiValueHeaders": {"x-api-key": ["k-made-up", alice.key]}}
+    with pytest.raises(Unauthorized):
+        lambda_handler(event, None)
+    event["multiValueHeaders"] = {"X-Api-Key": ["k-made-up"], "x-api-key": [alice.key]}
+    with pytest.raises(Unauthorized):
+        lambda_handler(event, None)
+    event["multiValueHeaders"] = {"x-api-key": [alice.key]}
+    assert lambda_handler(event, None)["principalId"] == alice.principal
+
+
+def test_a_burst_of_connections_waits_to_be_served_rather_than_being_reset(gateway: LocalGateway) -> None:
+    """socketserver listens with a backlog of 5: a burst of clients connecting at once found the queue
+    full. 100 connections opened together, each then asking once, are all answered."""
+    assert gateway.server.request_queue_size >= 128
+    host, port = gateway.server.server_address[:2]
+    sockets = [socket.create_connection((str(host), port), timeout=30) for _ in range(100)]
+    try:
+        for raw in sockets:
+            raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        for raw in sockets:
+            answer = b""
+            while chunk := raw.recv(65536):
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 200"), answer[:100]
+    finally:
+        for raw in sockets:
+            raw.close()

@@ -24,6 +24,7 @@ MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
 STAGE = "local"
 # The deployed stage caches the authorizer's answer per API key (cdk.json api.authorizer_cache_seconds).
 AUTHORIZER_CACHE_SECONDS_DEFAULT = 300
+API_KEY_HEADER = "x-api-key"
 
 
 @dataclass
@@ -118,8 +119,18 @@ def _path_of(raw_path: str) -> str:
     return urlsplit(raw_path).path.rstrip("/") or "/"
 
 
-def _api_key(headers: dict[str, str]) -> str | None:
-    return next((v for k, v in headers.items() if k.lower() == "x-api-key"), None)
+def header_maps(lines: list[tuple[str, str]]) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """A request's header lines as API Gateway hands them on: names matched without case (each under
+    the spelling it first came in), `multiValueHeaders` every value in order, `headers` the last."""
+    multi: dict[str, list[str]] = {}
+    spelling: dict[str, str] = {}
+    for name, value in lines:
+        multi.setdefault(spelling.setdefault(name.lower(), name), []).append(value)
+    return {name: values[-1] for name, values in multi.items()}, multi
+
+
+def _api_keys(multi_headers: dict[str, list[str]]) -> list[str]:
+    return [v for k, values in multi_headers.items() if k.lower() == API_KEY_HEADER for v in values]
 
 
 def invoke(
@@ -128,8 +139,11 @@ def invoke(
     headers: dict[str, str],
     body: bytes | None,
     authorizer_cache: AuthorizerCache | None = None,
+    multi_headers: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
-    """One request through authorizer and function, as API Gateway runs it."""
+    """One request through authorizer and function, as API Gateway runs it. `multi_headers` holds every
+    value of a repeated header (default: each of `headers` once)."""
+    multi_headers = multi_headers or {k: [v] for k, v in headers.items()}
     split = urlsplit(raw_path)
     path = _path_of(raw_path)
     matched = match(method, path)
@@ -162,11 +176,18 @@ def invoke(
         "path": path,
         "httpMethod": method,
         "headers": headers,
+        "multiValueHeaders": multi_headers,
         "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
         "pathParameters": params or None,
         "requestContext": request_context,
     }
-    identity = _api_key(headers)
+    # The cache is keyed by the identity source, the one key the authorizer reads. Two keys in one
+    # request are refused before either is looked up: the cache once took the first while the
+    # authorizer read the last, which made any string a valid key for the cache's 300 s.
+    api_keys = _api_keys(multi_headers)
+    if len(api_keys) > 1:
+        return _answer(401, "unauthenticated", "send one x-api-key header, not several")
+    identity = api_keys[0] if api_keys else None
     policy = authorizer_cache.get(identity) if authorizer_cache is not None and identity else None
     if policy is None:
         try:
@@ -190,7 +211,7 @@ def invoke(
         "path": path,
         "httpMethod": method,
         "headers": headers,
-        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "multiValueHeaders": multi_headers,
         "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
         "multiValueQueryStringParameters": query or None,
         "pathParameters": params or None,
@@ -277,10 +298,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
             page = landing.answer(path, getattr(self.server, "base_url", ""))
             if page is not None:
                 return page, "/docs/{asset}" if path.startswith("/docs/") else path
-        headers = {k: v for k, v in self.headers.items()}
+        headers, multi_headers = header_maps(list(self.headers.items()))
         matched = match(method, path)
         try:
-            answer = invoke(method, self.path, headers, body, getattr(self.server, "authorizer_cache", None))
+            answer = invoke(method, self.path, headers, body, getattr(self.server, "authorizer_cache", None),
+                            multi_headers)
         except Exception:
             answer = _answer(500, "internal_error", "the local gateway failed")
         return answer, matched[0].path if matched else None
@@ -322,6 +344,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
         pass
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # How many connections wait to be accepted: socketserver's 5 reset a burst of clients opening
+    # connections at once (a connection pool warming up, a load test) before a thread took any.
+    request_queue_size = 128
+
+
 class LocalGateway:
     def __init__(
         self,
@@ -330,8 +359,7 @@ class LocalGateway:
         authorizer_cache_seconds: float = AUTHORIZER_CACHE_SECONDS_DEFAULT,
     ) -> None:
         # Binds and listens at once: a port in use fails here, before anything else starts.
-        self.server = ThreadingHTTPServer((host, port), _RequestHandler)
-        self.server.daemon_threads = True
+        self.server = _Server((host, port), _RequestHandler)
         self.authorizer_cache = AuthorizerCache(authorizer_cache_seconds)
         self.server.authorizer_cache = self.authorizer_cache  # type: ignore[attr-defined]
         self.server.base_url = self.url  # type: ignore[attr-defined]
