@@ -17,11 +17,14 @@ from uhp_memories.domain.errors import MemoryForbidden, MemoryInvalid, MemoryNot
 from uhp_memories.domain.limits import MAX_DEPTH, RECALL_LIMIT_MAX
 from uhp_memories.domain.models import Memory
 from uhp_memories.domain.recall import (
-    CALIBRATED_NAMED_SIMILARITY,
-    CALIBRATED_SIMILARITY,
+    ABSTAIN_BELOW,
+    CALIBRATIONS,
     QUERY_NOT_EMBEDDED,
+    UNCALIBRATED,
     UNCALIBRATED_SIMILARITY,
     AbstainPolicy,
+    Calibration,
+    Judgement,
     MemoryUnavailable,
     RecallAnswer,
     RecallInput,
@@ -347,7 +350,8 @@ def test_the_names_a_question_uses(question: str, names: list[str]) -> None:
 
 def test_a_weak_match_naming_someone_the_memory_never_mentions_abstains() -> None:
     policy = AbstainPolicy()
-    threshold, named = CALIBRATED_SIMILARITY[MINILM], CALIBRATED_NAMED_SIMILARITY[MINILM]
+    threshold, named = CALIBRATIONS[MINILM].threshold, CALIBRATIONS[MINILM].named
+    assert named is not None
     weak = [Hit(signals={"query": (threshold + named) / 2})]
     asked: list[list[str]] = []
 
@@ -372,10 +376,11 @@ def test_a_weak_match_naming_someone_the_memory_never_mentions_abstains() -> Non
 def test_recall_asks_the_index_whether_the_memory_mentions_the_names(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(CALIBRATED_NAMED_SIMILARITY, rig.engine.model_id, 1.01)  # every match is weak
+    # Every match is weak (below `named`), and none below the threshold.
+    monkeypatch.setitem(CALIBRATIONS, rig.engine.model_id, Calibration(threshold=-1.0, certain=1.0, named=1.01))
     sales = rig.memory("Sales")
     rig.remember(sales, "Acme renews in March with Globex")
-    service = rig.service(AbstainPolicy(-1.0))
+    service = RecallService(rig.world.ports, rig.world.memories, rig.records, rig.index)
     known = service.recall(ALICE, sales.id, RecallInput(query="When does Globex renew with Acme?"))
     unknown = service.recall(ALICE, sales.id, RecallInput(query="When does Initech renew with Acme?"))
     assert known.results
@@ -386,7 +391,7 @@ def test_recall_asks_the_index_whether_the_memory_mentions_the_names(
 def test_a_names_check_the_index_cannot_answer_neither_fails_nor_abstains(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(CALIBRATED_NAMED_SIMILARITY, rig.engine.model_id, 1.01)
+    monkeypatch.setitem(CALIBRATIONS, rig.engine.model_id, Calibration(threshold=-1.0, certain=1.0, named=1.01))
     sales = rig.memory("Sales")
     rig.remember(sales, "Acme renews in March")
 
@@ -394,7 +399,8 @@ def test_a_names_check_the_index_cannot_answer_neither_fails_nor_abstains(
         raise SearchUnavailable("the search index did not answer")
 
     monkeypatch.setattr(rig.engine, "unmatched", down)
-    answer = rig.service(AbstainPolicy(-1.0)).recall(ALICE, sales.id, RecallInput(query="When does Initech renew?"))
+    service = RecallService(rig.world.ports, rig.world.memories, rig.records, rig.index)
+    answer = service.recall(ALICE, sales.id, RecallInput(query="When does Initech renew?"))
     assert answer.results
     assert answer.abstain is False
 
@@ -404,9 +410,9 @@ def test_the_policy_never_abstains_on_a_text_only_request_that_matched() -> None
 
 
 def test_the_threshold_is_the_configured_one_else_the_models_calibration() -> None:
-    minilm = next(iter(CALIBRATED_SIMILARITY))
+    minilm = next(iter(CALIBRATIONS))
     assert AbstainPolicy(0.7).threshold(minilm) == 0.7
-    assert AbstainPolicy().threshold(minilm) == CALIBRATED_SIMILARITY[minilm]
+    assert AbstainPolicy().threshold(minilm) == CALIBRATIONS[minilm].threshold
     assert AbstainPolicy().threshold("some-other-model") == UNCALIBRATED_SIMILARITY
     assert AbstainPolicy().threshold(None) == UNCALIBRATED_SIMILARITY
     assert best_similarity([]) == -1.0
@@ -437,7 +443,124 @@ def test_recall_without_a_policy_uses_the_engines_model_threshold(rig: Rig) -> N
     service = RecallService(rig.world.ports, rig.world.memories, rig.records, rig.index)
     exact = service.recall(ALICE, sales.id, RecallInput(query="alpha beta gamma delta"))
     assert exact.abstain is False  # similarity 1, above the uncalibrated placeholder
-    assert rig.engine.model_id not in CALIBRATED_SIMILARITY
+    assert rig.engine.model_id not in CALIBRATIONS
+
+
+# -- scores a reader compares across requests, and abstain that agrees with them ----------------
+
+
+def test_a_calibration_is_one_line_through_half_at_the_threshold_and_one_at_certain() -> None:
+    scale = Calibration(threshold=0.4, certain=0.6, named=0.5)
+    assert [scale.score(s) for s in (0.4, 0.5, 0.6, 0.3)] == [0.5, 0.75, 1.0, 0.25]
+    assert (scale.score(0.95), scale.score(-0.2)) == (1.0, 0.0)  # clipped to [0, 1]
+    # A weak match to a question naming someone no record mentions reads (named - threshold) lower:
+    # below one half, so recall abstains; a match at `named` or above is read as it is.
+    assert scale.score(0.45, unknown_name=True) == scale.score(0.35) == 0.375
+    assert scale.score(0.55, unknown_name=True) == scale.score(0.55)
+    moved = scale.at(0.3)  # a stage's own threshold moves the whole scale
+    assert (moved.threshold, moved.certain, moved.named) == pytest.approx((0.3, 0.5, 0.4))
+    assert UNCALIBRATED.score(UNCALIBRATED_SIMILARITY) == 0.5
+    with pytest.raises(ValueError, match="certain"):
+        Calibration(threshold=0.5, certain=0.5)
+
+
+def test_abstain_is_the_confidence_below_one_half_never_beside_a_confident_score() -> None:
+    policy = AbstainPolicy()
+    scale = policy.calibration(MINILM)
+    question = RecallInput(query="what does the buyer drink?")
+    for similarity in (-0.2, 0.1, scale.threshold - 0.01, scale.threshold, 0.5, scale.certain, 0.95):
+        judged = policy.judge(question, [Hit(signals={"query": 0.05}), Hit(signals={"query": similarity})], MINILM)
+        assert judged.confidence == scale.score(max(similarity, 0.05))
+        assert judged.abstain is (judged.confidence < ABSTAIN_BELOW)
+        assert judged.abstain is (similarity < scale.threshold)
+    # Without a query there is no meaning to measure: what matched is certain, nothing found is 0,
+    # and an empty selection by fields alone is an answer, not "I do not know".
+    assert policy.judge(RecallInput(text="tea"), [Hit(signals={"text": 0.1})], MINILM) == Judgement(1.0, False)
+    assert policy.judge(RecallInput(text="tea"), [], MINILM) == Judgement(0.0, True)
+    assert policy.judge(RecallInput(types=("fact",)), [], MINILM) == Judgement(0.0, False)
+
+
+def test_the_first_score_is_the_answers_confidence_and_an_off_topic_answer_scores_below_it(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scale = Calibration(threshold=0.5, certain=0.9)
+    monkeypatch.setitem(CALIBRATIONS, rig.engine.model_id, scale)
+    sales = rig.memory("Sales")
+    for text in ("alpha beta gamma delta", "alpha beta gamma", "alpha beta", "epsilon zeta"):
+        rig.remember(sales, text)
+    service = RecallService(rig.world.ports, rig.world.memories, rig.records, rig.index)
+
+    def similarity(question: str, text: str) -> float:
+        a, b = rig.embedder.embed([question, text])
+        return sum(x * y for x, y in zip(a, b, strict=True))
+
+    on_topic = service.recall(ALICE, sales.id, RecallInput(query="alpha beta gamma delta"))
+    off_topic = service.recall(ALICE, sales.id, RecallInput(query="epsilon omega theta iota kappa"))
+    for answer, question in ((on_topic, "alpha beta gamma delta"), (off_topic, "epsilon omega theta iota kappa")):
+        scores = [r.score for r in answer.results]
+        assert scores == sorted(scores, reverse=True)
+        assert all(0.0 <= score <= 1.0 for score in scores)
+        best = max(similarity(question, r.record.record.content) for r in answer.results)
+        assert scores[0] == scale.score(best)  # the first result's score is the answer's confidence
+        assert answer.abstain is (scores[0] < ABSTAIN_BELOW)
+    assert on_topic.results[0].score == 1.0
+    assert off_topic.results[0].score < ABSTAIN_BELOW < on_topic.results[0].score
+    assert off_topic.abstain is True
+    assert on_topic.abstain is False
+
+
+def test_a_query_alone_is_searched_by_its_words_unless_the_caller_says_otherwise(rig: Rig) -> None:
+    sales = rig.memory("Sales")
+    index = FixedIndex([])
+    service = RecallService(rig.world.ports, rig.world.memories, rig.records, lambda: index, AbstainPolicy(0.0))
+    question = "When does Acme renew?"
+    service.recall(ALICE, sales.id, RecallInput(query=question))
+    service.recall(ALICE, sales.id, RecallInput(query=question, text="Acme"))
+    service.recall(ALICE, sales.id, RecallInput(query=question, query_words=False))
+    service.recall(ALICE, sales.id, RecallInput(query="", types=("fact",)))  # a blank query has no words
+    assert [(asked["query"], asked["text"]) for asked in index.searched] == [
+        (question, question), (question, "Acme"), (question, None), ("", None)
+    ]
+
+
+def test_why_says_text_for_a_result_a_query_alone_found_by_its_words(rig: Rig) -> None:
+    sales = rig.memory("Sales")
+    rig.remember(sales, "Acme renews in March")
+    words_too = rig.recall(ALICE, sales.id, query="Acme renewal")
+    meaning_only = rig.recall(ALICE, sales.id, query="Acme renewal", query_words=False)
+    assert [r.why for r in words_too.results] == [("query", "text")]
+    assert [r.why for r in meaning_only.results] == [("query",)]
+
+
+@pytest.mark.parametrize(
+    "request_fields",
+    [{}, {"query": ""}, {"query": "  ", "text": ""}, {"limit": 5, "depth": 1, "include": "all", "as_of": None}],
+    ids=["empty", "blank-query", "blank-query-and-text", "no-signal"],
+)
+def test_a_request_that_asks_for_nothing_is_refused_saying_what_to_send(
+    rig: Rig, request_fields: dict[str, Any]
+) -> None:
+    sales = rig.memory("Sales")
+    rig.remember(sales, "Acme renews in March")
+    with pytest.raises(MemoryInvalid) as raised:
+        rig.recall(ALICE, sales.id, **request_fields)
+    assert all(field in str(raised.value) for field in ("query", "text", "filters", "types"))
+    with pytest.raises(MemoryNotFound):  # access first: an outsider learns nothing from the refusal
+        rig.recall(BOB, sales.id, **request_fields)
+
+
+def test_fields_alone_ask_for_something_and_list_the_newest(rig: Rig) -> None:
+    sales = rig.memory("Sales")
+    rig.remember(sales, "Acme renews in March")
+    rig.remember(sales, "Globex prefers email", "preference")
+    by_type = rig.recall(ALICE, sales.id, types=("preference",))
+    assert contents(by_type) == ["Globex prefers email"]
+    assert (by_type.results[0].why, by_type.results[0].score, by_type.abstain) == (("filters",), 1.0, False)
+    blank_query = rig.recall(ALICE, sales.id, query="", types=("fact",))  # as a harness with no input asks
+    assert contents(blank_query) == ["Acme renews in March"]
+    assert contents(rig.recall(ALICE, sales.id, filters={"field": "type", "op": "eq", "value": "fact"})) == [
+        "Acme renews in March"
+    ]
 
 
 # -- a query that cannot be embedded -------------------------------------------------------------

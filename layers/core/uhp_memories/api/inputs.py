@@ -72,6 +72,7 @@ def recall_input(body: schemas.RecallIn) -> RecallInput:
         include=body.include,
         limit=body.limit,
         depth=body.depth,
+        query_words=body.query_words,
     )
 
 

@@ -339,10 +339,18 @@ class JobAccepted(BaseModel):
 
 
 class RecallIn(Strict):
-    """§6.2. Any of query, text and filters alone, or together (fused into one ranking)."""
+    """§6.2. Any of query, text and filters (or types) alone, or together (fused into one ranking)."""
 
-    query: str | None = Field(default=None, max_length=8_000, description="meaning: a question in natural language")
-    text: str | None = Field(default=None, max_length=8_000, description="words: a full-text match")
+    query: str | None = Field(
+        default=None, max_length=8_000,
+        description="meaning: a question in natural language; without `text`, its words are matched too",
+    )
+    text: str | None = Field(
+        default=None, max_length=8_000, description="words: a full-text match (in place of the query's words)"
+    )
+    query_words: bool = Field(
+        default=True, description="false: a query without `text` is searched by its meaning only, not its words"
+    )
     filters: dict[str, Any] | None = Field(default=None, description="fields: type, attributes.*, time.*")
     types: list[str] = Field(default_factory=list, max_length=50)
     as_of: str | None = Field(default=None, description="an RFC 3339 time or a snapshot name")

@@ -1,6 +1,10 @@
 """Recall (§6): read one memory by meaning, words and fields, fused into one ranking; say why each
 result came, what was asked and not done (`degraded`), and when nothing answers (`abstain`).
 
+A `query` alone is searched by its meaning and by its words (`why` says `text` for a result its
+words found); scores are on one scale across requests, the first result's being the answer's
+confidence, and `abstain` is true exactly when that is below 0.5 (AbstainPolicy, Calibration).
+
 Recall reads the one memory in the path; `depth` adds descendants the caller may read, level by
 level, capped at MAX_DEPTH (the cap is reported, never applied in silence). The index is derived
 and may lag: every hit is read back from DynamoDB, the source of truth, before it is returned.
@@ -42,6 +46,10 @@ class QueryNotEmbedded(MemoryUnavailable):
 
 # In `degraded` when the meaning signal could not be computed (the words were searched instead).
 QUERY_NOT_EMBEDDED = "query:embedder_unavailable"
+NOTHING_ASKED = (
+    "recall needs something to look for: a query (a question), text (words to match), filters or types; "
+    "GET /v1/memories/{id}/records lists a memory's records, newest first"
+)
 
 
 class SearchHit(Protocol):
@@ -108,6 +116,9 @@ class RecallIndex(Protocol):
 
 @dataclass(frozen=True)
 class RecallInput:
+    """A recall request (§6.2). `query_words`: whether a `query` given without `text` is searched by
+    its words too (the `text` signal, with the query as its text); False searches its meaning only."""
+
     query: str | None = None
     text: str | None = None
     filters: Any = None
@@ -116,6 +127,24 @@ class RecallInput:
     include: str = "active"
     limit: int | None = None
     depth: int = 0
+    query_words: bool = True
+
+    @property
+    def asks(self) -> bool:
+        """Whether the request names something to look for: a query, words, filters or types (a
+        blank query or text names nothing)."""
+        return bool(_given(self.query) or _given(self.text) or self.filters is not None or self.types)
+
+    def searched(self) -> RecallInput:
+        """The request as it is searched: a query alone is searched by its words too (as `text`),
+        unless `query_words` is False; text given is searched as given."""
+        if self.text is None and self.query_words and _given(self.query):
+            return replace(self, text=self.query)
+        return self
+
+
+def _given(words: str | None) -> bool:
+    return words is not None and bool(words.strip())
 
 
 @dataclass(frozen=True)
@@ -134,15 +163,64 @@ class RecallAnswer:
     abstain: bool = False
 
 
-# The threshold calibrated for each embedding model on the LoCoMo dev set (bench/recall_locomo.py,
-# docs/benchmarks.md): the highest that abstains on at most 1% of answerable questions.
-CALIBRATED_SIMILARITY = {"sentence-transformers/all-MiniLM-L6-v2:onnx-int8-u8u8": 0.42}
-# Below this similarity a question that names someone or something the memory never mentions is
-# abstained on too (named_words): calibrated on the same data by the same rule, the highest of
-# 0.42, 0.45, 0.50, 0.55 and 0.60 that keeps answerable questions at or under 1% (0.50: answerable
-# 0.9%, as without the rule; other conversations' questions 94% against 80% by similarity alone).
-# A model not listed has no such rule until it is calibrated.
-CALIBRATED_NAMED_SIMILARITY = {"sentence-transformers/all-MiniLM-L6-v2:onnx-int8-u8u8": 0.50}
+# Below this score recall abstains: the best result's score is the answer's confidence (see
+# Calibration), so `abstain` and the scores a reader sees always agree.
+ABSTAIN_BELOW = 0.5
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How one embedding model's cosine similarities read as recall scores, comparable across requests.
+
+    A score is `0.5 + 0.5 * (similarity - threshold) / (certain - threshold)`, clipped to [0, 1]: a
+    straight line through 0.5 at `threshold` (below it recall abstains) and 1.0 at `certain`. A
+    question that names someone or something no record of the memory mentions (named_words), and
+    whose similarity is below `named`, is scored as if its similarity were `named - threshold` lower:
+    below 0.5, so recall abstains on it (it asks about people this memory never met). Names are
+    checked only then, in one index call that stops at each name's first document.
+
+    Chosen on the LoCoMo dev split by leave-one-conversation-out (bench/calibrate_abstain.py,
+    docs/benchmarks.md "Abstain"): `threshold` the highest that abstains on at most 0.5% of the
+    calibration conversations' answerable questions (at 1% the held-out rate was 1.4%); `named` the
+    highest that keeps them there; `certain` the best similarity any question about another
+    conversation reached (a score of 1 is a match no off-topic question got). LoCoMo's adversarial
+    questions, which name the wrong speaker for something that was said, look exactly as similar
+    as answerable ones and are not caught: similarity cannot tell who said it."""
+
+    threshold: float
+    certain: float
+    named: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.certain > self.threshold:
+            raise ValueError("a calibration's certain similarity is above its threshold")
+
+    def score(self, similarity: float, unknown_name: bool = False) -> float:
+        """The score of a best cosine similarity (rounded as a result's score is: what abstain reads
+        is what the reader sees); `unknown_name`: the question names someone no record mentions."""
+        if unknown_name and self.named is not None and similarity < self.named:
+            similarity -= self.named - self.threshold
+        line = 0.5 + 0.5 * (similarity - self.threshold) / (self.certain - self.threshold)
+        return round(min(1.0, max(0.0, line)), 6)
+
+    def at(self, threshold: float) -> Calibration:
+        """The same scale moved to another threshold (a stage's setting: `UHP_ABSTAIN_SIMILARITY`)."""
+        shift = threshold - self.threshold
+        named = self.named + shift if self.named is not None else None
+        return Calibration(threshold, self.certain + shift, named)
+
+
+# Each embedding model's calibration (bench/calibrate_abstain.py prints it). A model not listed has
+# UNCALIBRATED's until a stage sets the threshold bench/calibrate_abstain.py measures for it.
+CALIBRATIONS = {
+    "sentence-transformers/all-MiniLM-L6-v2:onnx-int8-u8u8": Calibration(threshold=0.40, certain=0.66, named=0.54),
+}
+# A model not calibrated in code (Titan in AWS, which cannot be reached from where this is built): a
+# placeholder, until a stage sets the threshold bench/calibrate_abstain.py measures for its model
+# (cdk.json `embeddings.abstain_similarity`, read as UHP_ABSTAIN_SIMILARITY); the scale keeps the
+# placeholder's width (0.30 from 0.5 to 1), and no names rule applies.
+UNCALIBRATED_SIMILARITY = 0.30
+UNCALIBRATED = Calibration(threshold=UNCALIBRATED_SIMILARITY, certain=0.60)
 # Capitalized words that name no one: months and days (a question's dates), and titles.
 _NOT_NAMES = frozenset(
     (
@@ -170,40 +248,66 @@ def named_words(question: str) -> list[str]:
             if place and len(name) > 1 and name[0].isupper() and lowered not in _NOT_NAMES and lowered not in found:
                 found.append(lowered)
     return found
-# A model not calibrated in code (Titan in AWS, which cannot be reached from where this is built): a
-# placeholder, until a stage sets the threshold bench/calibrate_abstain.py measures for its model
-# (cdk.json `embeddings.abstain_similarity`, read as UHP_ABSTAIN_SIMILARITY).
-UNCALIBRATED_SIMILARITY = 0.30
 
 
 def best_similarity(hits: Sequence[SearchHit]) -> float:
     """The best cosine similarity of the query among these hits (-1 when none has one): what the
-    abstain threshold is compared with, and calibrated on."""
+    confidence of an answer is read from, and calibrated on."""
     return max((float(h.signals.get("query", -1.0)) for h in hits), default=-1.0)
 
 
 @dataclass(frozen=True)
+class Judgement:
+    """How well an answer answers its request: `confidence`, the best result's score (0 to 1), and
+    `abstain`, true when nothing was found for a query or words, or the confidence is below 0.5."""
+
+    confidence: float
+    abstain: bool
+
+
+@dataclass(frozen=True)
 class AbstainPolicy:
-    """When the best result does not answer the question: for a `query`, when the best cosine
-    similarity among the results returned is below `min_query_similarity` (None: the value calibrated
-    for the index's embedding model); for a text-only request, when no document matched the words.
+    """How sure an answer is, and when it does not answer the question (§6.3 `abstain`).
 
-    Calibrated on the LoCoMo dev set: questions about people a memory never heard of (another
-    conversation's questions) fall below the threshold, answerable ones almost never do. LoCoMo's
-    adversarial questions, which name the wrong speaker for something that was said, look exactly as
-    similar as answerable ones and are not caught: similarity cannot tell who said it.
-
-    A question whose best similarity is weak (below the model's CALIBRATED_NAMED_SIMILARITY) and that
-    names someone or something (named_words) no record of the memory mentions is abstained on too:
-    it asks about people this memory never met. Names are checked only then, in one index call
-    that stops at each name's first document."""
+    For a `query`, the confidence is the model's Calibration of the best cosine similarity among
+    the results returned (`min_query_similarity` moves the model's scale to that threshold; None:
+    as calibrated), lowered for a question naming someone the memory never mentions. A request
+    without a query (words, fields), or whose query could not be embedded, has no meaning to
+    measure: what matched is certain (1.0). Nothing found for a query or words is 0, and abstains;
+    nothing found for fields alone does not (an empty selection is an answer)."""
 
     min_query_similarity: float | None = None
 
+    def calibration(self, model_id: str | None) -> Calibration:
+        calibrated = CALIBRATIONS.get(model_id or "", UNCALIBRATED)
+        if self.min_query_similarity is None:
+            return calibrated
+        return calibrated.at(self.min_query_similarity)
+
     def threshold(self, model_id: str | None) -> float:
-        if self.min_query_similarity is not None:
-            return self.min_query_similarity
-        return CALIBRATED_SIMILARITY.get(model_id or "", UNCALIBRATED_SIMILARITY)
+        return self.calibration(model_id).threshold
+
+    def judge(
+        self,
+        request: RecallInput,
+        hits: Sequence[SearchHit],
+        model_id: str | None = None,
+        unmatched: Callable[[list[str]], list[str]] | None = None,
+    ) -> Judgement:
+        """`request` as searched (its query None when it was not embedded); `unmatched(words)`: the
+        words no record the request admits contains (asked only of a weak match naming someone)."""
+        if not hits:
+            return Judgement(0.0, bool(request.query or request.text))
+        if not request.query:
+            return Judgement(1.0, False)
+        calibration = self.calibration(model_id)
+        best = best_similarity(hits)
+        confidence = calibration.score(best)
+        if calibration.named is not None and best < calibration.named and unmatched is not None:
+            names = named_words(request.query)
+            if names and unmatched(names):
+                confidence = calibration.score(best, unknown_name=True)
+        return Judgement(confidence, confidence < ABSTAIN_BELOW)
 
     def abstain(
         self,
@@ -212,20 +316,7 @@ class AbstainPolicy:
         model_id: str | None = None,
         unmatched: Callable[[list[str]], list[str]] | None = None,
     ) -> bool:
-        """`unmatched(words)`: the words no record the request admits contains (asked only of a
-        weak best match that names someone: see CALIBRATED_NAMED_SIMILARITY)."""
-        if not hits:
-            return bool(request.query or request.text)
-        if not request.query:
-            return False
-        best = best_similarity(hits)
-        if best < self.threshold(model_id):
-            return True
-        named_below = CALIBRATED_NAMED_SIMILARITY.get(model_id or "")
-        if named_below is None or best >= named_below or unmatched is None:
-            return False
-        names = named_words(request.query)
-        return bool(names) and bool(unmatched(names))
+        return self.judge(request, hits, model_id, unmatched).abstain
 
 
 def _unmatched(index: RecallIndex, tenant: str, memory_id: str, words: list[str], **request: Any) -> list[str]:
@@ -267,6 +358,8 @@ class RecallService:
             raise MemoryInvalid(f"include must be one of {list(INCLUDE_VALUES)}")
         if request.depth < 0:
             raise MemoryInvalid("depth is 0 (this memory only) or more")
+        if not request.asks:
+            raise MemoryInvalid(NOTHING_ASKED)
         flt = parse_filter(request.filters)
         instant = self._records.resolve_as_of(caller, memory_id, request.as_of) if request.as_of else None
         degraded: list[str] = []
@@ -288,8 +381,9 @@ class RecallService:
             below = self._ports.memories.children(caller.tenant, memory.id)
             searched = self._memories_to_search(access, memory, depth, below)
             parent, children = self._memories.neighbours(access, memory, below)
-        # Embedded once, the query serves every memory the recall searches (depth).
-        searched_for = request
+        # Embedded once, the query serves every memory the recall searches (depth). A query alone
+        # is searched by its words too (RecallInput.searched).
+        searched_for = request.searched()
         try:
             vector = embedding.result() if embedding else None
         except QueryNotEmbedded:
@@ -332,30 +426,39 @@ class RecallService:
                     scored.append((hit.score, -order[memory_id], record, hit))
         scored.sort(key=lambda item: (item[0], item[1]), reverse=True)
         best = scored[:limit]
+        judged = self._abstain.judge(
+            searched_for,
+            [hit for _, _, _, hit in best],
+            getattr(index, "model_id", None),
+            unmatched=lambda words: _unmatched(
+                index,
+                caller.tenant,
+                memory.id,
+                words,
+                filters=flt,
+                types=request.types,
+                include=request.include,
+                as_of=instant,
+                also=[m.id for m in searched[1:]],
+            ),
+        )
+        # The ranking's scores are relative to this request (its best match of each signal is 1):
+        # each is shown as its share of the best one times the answer's confidence, so the first
+        # result's score is the confidence, which a reader compares across requests.
+        top = best[0][0] if best else 0.0
         return RecallAnswer(
             results=[
-                RecallResult(self._records.view(access, record), round(score, 6), tuple(hit.why))
+                RecallResult(
+                    self._records.view(access, record),
+                    round(judged.confidence * (score / top if top > 0 else 1.0), 6),
+                    tuple(hit.why),
+                )
                 for score, _, record, hit in best
             ],
             parent=parent,
             children=children,
             degraded=degraded,
-            abstain=self._abstain.abstain(
-                searched_for,
-                [hit for _, _, _, hit in best],
-                getattr(index, "model_id", None),
-                unmatched=lambda words: _unmatched(
-                    index,
-                    caller.tenant,
-                    memory.id,
-                    words,
-                    filters=flt,
-                    types=request.types,
-                    include=request.include,
-                    as_of=instant,
-                    also=[m.id for m in searched[1:]],
-                ),
-            ),
+            abstain=judged.abstain,
         )
 
     def _memories_to_search(
