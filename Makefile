@@ -100,17 +100,32 @@ openapi: $(STAMP)
 $(CDK):
 	npm install --no-audit --no-fund --no-save aws-cdk@2.1148.1
 
-# Offline: no Lambda asset is built (-c bundle=false); `make deploy` builds them without Docker.
+# Where synth and diff write each stage's cloud assembly, $(CDK_OUT)/<stage>/ (CDK_OUT=/tmp/x keeps a
+# test's apart from yours).
+CDK_OUT ?= cdk.out
+# cfn-lint checks the templates for the region they will go to: the CLI's (AWS_REGION, then
+# AWS_DEFAULT_REGION), else us-east-1, which the CLI also assumes without one. Errors fail, warnings
+# are shown, except W3005 (a DependsOn that a GetAtt already implies), which CDK writes for every role.
+LINT_REGION = $(or $(AWS_REGION),$(AWS_DEFAULT_REGION),us-east-1)
+SYNTH_STAGES := dev prod
+
+# Offline and without credentials: no Lambda asset is built (-c bundle=false; `make deploy` builds
+# them without Docker), cdk-nag fails on any finding, then cfn-lint on both templates.
 synth: $(STAMP) $(CDK)
-	CDK_VALIDATION=false $(CDK) synth -c bundle=false --quiet
-	CDK_VALIDATION=false $(CDK) synth -c bundle=false -c stage=prod --quiet
+	@for stage in $(SYNTH_STAGES); do \
+		echo "CDK_VALIDATION=false $(CDK) synth -c bundle=false -c stage=$$stage --quiet --output $(CDK_OUT)/$$stage"; \
+		CDK_VALIDATION=false $(CDK) synth -c bundle=false -c stage=$$stage --quiet --output $(CDK_OUT)/$$stage || exit 1; \
+	done
+	$(BIN)/cfn-lint --non-zero-exit-code error --ignore-checks W3005 --regions $(LINT_REGION) -- \
+		$(foreach stage,$(SYNTH_STAGES),$(CDK_OUT)/$(stage)/uhp-memories-$(stage).template.json)
 
 # A deploy's dry run without an account: the stage's changes against an empty stack (or TEMPLATE=).
 diff: $(STAMP) $(CDK)
-	CDK_VALIDATION=false $(CDK) diff -c bundle=false -c stage=$(STAGE) --template $(or $(TEMPLATE),infra/empty-template.json)
+	CDK_VALIDATION=false $(CDK) diff -c bundle=false -c stage=$(STAGE) --output $(CDK_OUT)/$(STAGE) \
+		--template $(or $(TEMPLATE),infra/empty-template.json)
 
 deploy: $(STAMP) $(CDK)
-	$(CDK) deploy -c stage=$(STAGE)
+	$(CDK) deploy -c stage=$(STAGE) --output $(CDK_OUT)/$(STAGE)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) cdk.out .hypothesis

@@ -8,7 +8,7 @@ key, when it has one."""
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, Stack
+from aws_cdk import ArnFormat, Aws, Stack
 from constructs import Construct
 
 from infra.config import DerivationConfig
@@ -38,11 +38,15 @@ class Derivation(Construct):
     def grant_call(self, function: ServiceFunction) -> None:
         config, stack = self.config, Stack.of(self)
         if config.provider == "bedrock":
-            foundation = stack.format_arn(
-                service="bedrock", account="", region="*" if config.inference_profile else stack.region,
-                resource="foundation-model", resource_name=config.foundation_model_id,
-                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-            )
+            if config.inference_profile:
+                # Pseudo parameters for the wildcard ARN: the acknowledgment below names it exactly, the
+                # same whether or not the synth knows the stack's region (infra/constructs/schedules.py).
+                foundation = f"arn:{Aws.PARTITION}:bedrock:*::foundation-model/{config.foundation_model_id}"
+            else:
+                foundation = stack.format_arn(
+                    service="bedrock", account="", resource="foundation-model",
+                    resource_name=config.foundation_model_id, arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+                )
             resources = [foundation]
             if config.inference_profile:
                 resources.append(stack.format_arn(
@@ -51,7 +55,7 @@ class Derivation(Construct):
                 ))
                 acknowledge(
                     function.role,
-                    "AwsSolutions-IAM5[Resource::arn:aws:bedrock:*::foundation-model/"
+                    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:bedrock:*::foundation-model/"
                     f"{config.foundation_model_id}]",
                     "A cross-region inference profile routes each request to this one model in any region of its "
                     "geography; the role reaches this model only.",

@@ -5,7 +5,7 @@ and pass that one role to Scheduler only."""
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, Stack, Token
+from aws_cdk import Aws, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
@@ -16,6 +16,8 @@ from infra.nag import acknowledge
 
 SCHEDULE_ACTIONS = ("scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule")
 TIMER_FUNCTION = "consolidation_timer"
+# The schedules' ARN as cdk-nag names it (pseudo parameters in angle brackets).
+NAG_SCHEDULES_ARN = "arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/{group}/*"
 
 
 class ConsolidationSchedules(Construct):
@@ -36,9 +38,11 @@ class ConsolidationSchedules(Construct):
             iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[timer.function.function_arn])
         )
         self.timer = timer
-        self.schedules_arn = Stack.of(self).format_arn(
-            service="scheduler", resource="schedule", resource_name=f"{self.group_name}/*",
-            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+        # Pseudo parameters, never the stack's account and region: the CLI knows the region without
+        # credentials (us-east-1 by default) but not the account, so Stack.format_arn renders a half
+        # literal ARN that differs by machine, and the acknowledgment below must name one exact string.
+        self.schedules_arn = (
+            f"arn:{Aws.PARTITION}:scheduler:{Aws.REGION}:{Aws.ACCOUNT_ID}:schedule/{self.group_name}/*"
         )
 
     @property
@@ -48,13 +52,6 @@ class ConsolidationSchedules(Construct):
             "UHP_SCHEDULE_TARGET_ARN": self.timer.function.function_arn,
             "UHP_SCHEDULE_ROLE_ARN": self.role.role_arn,
         }
-
-    def _rendered_schedules_arn(self) -> str:
-        """The schedules' ARN as cdk-nag names it: literal where the stack's account and region are known
-        at synth, CloudFormation's pseudo parameters otherwise."""
-        if not Token.is_unresolved(self.schedules_arn):
-            return self.schedules_arn
-        return f"arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/{self.group_name}/*"
 
     def grant_manage(self, function: ServiceFunction) -> None:
         """Set and clear memories' schedules: in this group, with this role. The timer function itself only
@@ -79,7 +76,7 @@ class ConsolidationSchedules(Construct):
     def _acknowledge(self, function: ServiceFunction) -> None:
         acknowledge(
             function.role,
-            f"AwsSolutions-IAM5[Resource::{self._rendered_schedules_arn()}]",
+            f"AwsSolutions-IAM5[Resource::{NAG_SCHEDULES_ARN.format(group=self.group_name)}]",
             "One schedule per memory, named at run time from the tenant and the memory; the role reaches the "
             "schedules of this stage's group only.",
         )

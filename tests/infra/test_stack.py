@@ -204,7 +204,7 @@ def derivation_permissions(synth: Synth, access: Access) -> set[tuple[str, str]]
     if not derivation.inference_profile:
         return {("bedrock:InvokeModel", f"arn:aws:bedrock:{stack.region}::foundation-model/{derivation.model_id}")}
     return {
-        ("bedrock:InvokeModel", f"arn:aws:bedrock:*::foundation-model/{derivation.foundation_model_id}"),
+        ("bedrock:InvokeModel", f"arn:<AWS::Partition>:bedrock:*::foundation-model/{derivation.foundation_model_id}"),
         ("bedrock:InvokeModel",
          f"arn:aws:bedrock:{stack.region}:{stack.account}:inference-profile/{derivation.model_id}"),
     }
@@ -214,7 +214,8 @@ def schedule_permissions(synth: Synth, name: str, access: Access) -> set[tuple[s
     if not access.schedules:
         return set()
     stack = synth.stack
-    schedules = f"arn:aws:scheduler:{stack.region}:{stack.account}:schedule/uhp-memories-{synth.stage}/*"
+    # Pseudo parameters whatever the synth knows of the account and region (the acknowledgment names it).
+    schedules = f"arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/uhp-memories-{synth.stage}/*"
     if name == "consolidation_timer":  # it only clears the schedule of a memory that is gone
         return {("scheduler:DeleteSchedule", schedules)}
     actions = ("scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule")

@@ -178,7 +178,9 @@ def _normalize_event(event: dict[str, Any]) -> dict[str, Any]:
         headers["content-type"] = "application/json"
     event["headers"] = headers
     if event.get("multiValueHeaders"):
-        multi = {k.lower(): v for k, v in event["multiValueHeaders"].items()}
+        multi: dict[str, list[str]] = {}
+        for name, values in event["multiValueHeaders"].items():
+            multi.setdefault(name.lower(), []).extend(values or [])
         if "content-type" in headers:
             multi["content-type"] = [headers["content-type"]]
         event["multiValueHeaders"] = multi
@@ -186,8 +188,9 @@ def _normalize_event(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _refused_body(event: dict[str, Any]) -> dict[str, Any] | None:
-    """The answer to a body the JSON rule refuses, for every route before anything reads it (MCP's
-    body goes to its SDK unparsed by Powertools); None when the body may be read. A JSON body sent
+    """The answer to a body the JSON rule refuses (api/json_limits.py: size, depth, values JSON
+    cannot hold), for every route before anything reads it (MCP's body goes to its SDK unparsed by
+    Powertools); None when the body may be read. A JSON body sent
     base64-encoded (the local gateway does so with bytes that are not UTF-8) is decoded here, so
     later readers see text. Multipart uploads are bytes, and only their own parser reads them."""
     raw = event.get("body")
@@ -201,8 +204,33 @@ def _refused_body(event: dict[str, Any]) -> dict[str, Any] | None:
         return error_dict(400, "invalid_request", "the request body is not valid base64")
     except DomainError as refused:
         return error_dict(status_of(refused.code), refused.code, refused.message)
+    try:
+        json_limits.check_values(text)  # MCP's SDK parses its body itself: the value rule holds there too
+    except MemoryInvalid as refused:
+        if event.get("resource") == MCP_PATH:
+            return _json_rpc_refusal(text, refused)
+        return error_dict(status_of(refused.code), refused.code, refused.message)
     event["body"], event["isBase64Encoded"] = text, False
     return None
+
+
+MCP_PATH = "/mcp"
+
+
+def _json_rpc_refusal(text: str, refused: MemoryInvalid) -> dict[str, Any]:
+    """A value the JSON rule refuses in an MCP request, answered as MCP answers bad arguments: a
+    JSON-RPC error (invalid params, `data.code` memory_invalid) to the request's id, which the SDK's
+    client shows the agent as it is (an HTTP 422 reached it as "Server returned an error response")."""
+    try:
+        message = json.loads(text, parse_constant=lambda _: None)
+    except ValueError:
+        message = None
+    request_id = message.get("id") if isinstance(message, dict) else None
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        request_id = None
+    body = {"jsonrpc": "2.0", "id": request_id,
+            "error": {"code": -32602, "message": refused.message, "data": {"code": refused.code}}}
+    return {"statusCode": 200, "headers": {"Content-Type": JSON}, "body": json.dumps(body), "isBase64Encoded": False}
 
 
 def make_handler(app: APIGatewayRestResolver) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
@@ -250,6 +278,9 @@ def make_handler(app: APIGatewayRestResolver) -> Callable[[dict[str, Any], Any],
             return app.resolve(event, context)
         if len(key) > 255:
             return error_dict(422, "memory_invalid", "Idempotency-Key is at most 255 characters")
+        if len((event.get("multiValueHeaders") or {}).get(IDEMPOTENCY_HEADER) or ()) > 1:
+            # Two keys name two requests: which one this is cannot be told, so neither is taken.
+            return error_dict(422, "memory_invalid", "send one Idempotency-Key header, not several")
         produced.answer = None
         try:
             return idempotent_resolver()(event, context)

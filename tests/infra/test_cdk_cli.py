@@ -1,0 +1,120 @@
+"""`make synth` and `make diff` (docs/deploy.md steps 2 and 3) through the real cdk CLI, as a cloud team
+runs them before it has an account: with no AWS credentials at all, with only a region, and with an
+account and a region (what the CLI hands the app once credentials resolve one).
+
+Each environment starts from nothing of the caller's: every AWS_* and CDK_* variable unset, the AWS
+config and credentials files empty, the instance metadata service off and a HOME of its own, so
+nothing can reach AWS. The CLI then picks the region itself (us-east-1 when none is given) and leaves
+the account unknown, which is where an ARN rendered half literal once broke a cdk-nag acknowledgment
+(issue 26): the in-process tests set both or neither.
+
+`make synth` synthesizes both stages (cdk-nag fails it on any finding) and runs cfn-lint on both
+templates (errors fail); `make diff` lists the prod stage (the larger) against an empty stack, in
+the same place, after the synth. The three
+environments run side by side (about 25 s each alone; the CLI and jsii spend most of it in node).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("aws_cdk", reason="the infra extra (aws-cdk-lib, cdk-nag) is not installed")
+
+from infra.layout import REPO
+
+CDK_CLI = REPO.root / "node_modules" / ".bin" / "cdk"
+ACCOUNT = "111111111111"
+# name -> (variables set, the environment the CLI must hand the app: aws://ACCOUNT/REGION)
+ENVIRONMENTS: dict[str, tuple[dict[str, str], str]] = {
+    "no credentials": ({}, "aws://unknown-account/us-east-1"),
+    "a region only": ({"AWS_REGION": "eu-west-1"}, "aws://unknown-account/eu-west-1"),
+    "account and region": (
+        {"AWS_REGION": "eu-west-1", "CDK_DEFAULT_ACCOUNT": ACCOUNT},
+        f"aws://{ACCOUNT}/eu-west-1",
+    ),
+}
+TIMEOUT_SECONDS = 600
+
+
+@dataclass
+class Run:
+    process: subprocess.Popen[str]
+    outdir: Path
+
+    def wait(self) -> tuple[int, str]:
+        output, _ = self.process.communicate(timeout=TIMEOUT_SECONDS)
+        return self.process.returncode, output
+
+
+def without_aws(home: Path, variables: dict[str, str]) -> dict[str, str]:
+    """The caller's environment with nothing of AWS or the CDK in it, plus `variables`."""
+    (home / "config").write_text("")
+    (home / "credentials").write_text("")
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_", "JSII_"))}
+    return {
+        **kept,
+        "HOME": str(home),
+        "AWS_CONFIG_FILE": str(home / "config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(home / "credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        **variables,
+    }
+
+
+@pytest.fixture(scope="module")
+def cdk_cli() -> Path:
+    """The CLI the Makefile pins, installed by its own target when missing (npm is reachable here)."""
+    if not CDK_CLI.exists():
+        installed = subprocess.run(
+            ["make", str(CDK_CLI.relative_to(REPO.root))], cwd=REPO.root, capture_output=True, text=True,
+            timeout=TIMEOUT_SECONDS,
+        )
+        assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
+    assert CDK_CLI.exists(), "make did not install the cdk CLI"
+    return CDK_CLI
+
+
+@pytest.fixture(scope="module")
+def runs(cdk_cli: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
+    """`make synth` then `make diff` in each environment, all three started at once."""
+    started: dict[str, Run] = {}
+    for name, (variables, _) in ENVIRONMENTS.items():
+        home = tmp_path_factory.mktemp("home")
+        outdir = tmp_path_factory.mktemp("cdk-out")
+        process = subprocess.Popen(
+            ["make", "--no-print-directory", "synth", "diff", f"CDK_OUT={outdir}", "STAGE=prod"],
+            cwd=REPO.root, env=without_aws(home, variables), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True,
+        )
+        started[name] = Run(process, outdir)
+    yield started
+    for run in started.values():
+        if run.process.poll() is None:
+            run.process.kill()
+            run.process.wait()
+
+
+@pytest.mark.parametrize("environment", sorted(ENVIRONMENTS))
+def test_make_synth_and_diff_pass_through_the_cdk_cli(runs: dict[str, Run], environment: str) -> None:
+    run = runs[environment]
+    returncode, output = run.wait()
+
+    assert returncode == 0, output[-6000:]
+    for stage in ("dev", "prod"):
+        assembly = run.outdir / stage
+        manifest = json.loads((assembly / "manifest.json").read_text())["artifacts"]
+        assert manifest[f"uhp-memories-{stage}"]["environment"] == ENVIRONMENTS[environment][1], stage
+        template = json.loads((assembly / f"uhp-memories-{stage}.template.json").read_text())
+        # cdk-nag ran on the stage (its acknowledgments are in the template; a finding fails the synth).
+        assert any("cdk_nag" in r.get("Metadata", {}) for r in template["Resources"].values()), stage
+    # cfn-lint ran on both templates (make stops on its errors), and diff listed the stage's resources.
+    assert "cfn-lint --non-zero-exit-code error" in output
+    assert "[+] AWS::Lambda::Function" in output
+    assert "Number of stacks with differences: 1" in output
