@@ -7,6 +7,7 @@ its grants, its child listing and its counts, before and after."""
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -407,3 +408,205 @@ def test_another_memorys_content_run_and_revert_are_not_found_through_this_one(a
     # Through its own memory each answers, and the refused revert changed nothing.
     assert alice.get(f"/v1/memories/{other['id']}/records/{file_record['id']}/content").content == b"bytes"
     assert alice.get(f"/v1/memories/{other['id']}/consolidations/{run['id']}").json()["status"] == "completed"
+
+
+# -- values JSON text can spell and nothing can keep (issue 27) -----------------------------------
+
+# Each: JSON text of a value the rule refuses, as it reaches the server (escapes and all).
+UNKEEPABLE = {
+    "NaN": "NaN",
+    "Infinity": "Infinity",
+    "-Infinity": "-Infinity",
+    "1e400": "1e400",
+    "-1e400": "-1e400",
+    "1e-400": "1e-400",
+    "39 digits": "1" + "0" * 38,
+    "-39 digits": "-" + "9" * 39,
+    "a lone surrogate": '"\\ud800"',
+    "a lone low surrogate": '"x\\udfffy"',
+    "a reversed pair": '"\\udc00\\ud800"',
+}
+
+
+def _refused_naming(answer: requests.Response, field: str) -> None:
+    assert answer.status_code == 422, answer.text
+    assert error_code(answer) == "memory_invalid"
+    assert field in answer.json()["error"]["message"], answer.text
+
+
+@pytest.mark.parametrize("spelled", list(UNKEEPABLE.values()), ids=list(UNKEEPABLE))
+def test_a_value_json_cannot_keep_is_refused_naming_its_field_and_nothing_is_written(
+    alice: Client, memory: dict[str, Any], spelled: str
+) -> None:
+    """NaN and Infinity were kept as null, 1e400 became null, 39-digit integers were taken locally (and
+    refused by DynamoDB deployed), a lone surrogate answered 500: each is a clear 422."""
+    mid = memory["id"]
+    before = snapshot_of(alice, mid)
+    records = f"/v1/memories/{mid}/records"
+    _refused_naming(send(alice, "POST", records, '{"type": "fact", "content": "c", "attributes": {"price": '
+                         + spelled + "}}"), "attributes.price")
+    _refused_naming(send(alice, "POST", records, '{"type": "fact", "content": "c", "attributes": {"a": [1, {"b": '
+                         + spelled + "}]}}"), "attributes.a[1].b")
+    _refused_naming(send(alice, "POST", f"/v1/memories/{mid}/observe",
+                         '{"episodes": [{"content": "ok"}, {"content": "x", "attributes": {"n": ' + spelled + "}}]}"),
+                    "episodes[1].attributes.n")
+    filters = '{"field": "attributes.price", "op": "eq", "value": ' + spelled + "}"
+    _refused_naming(send(alice, "POST", f"/v1/memories/{mid}/recall", '{"text": "acme", "filters": ' + filters + "}"),
+                    "filters.value")
+    _refused_naming(alice.get(records, filters=filters), "filters.value")
+    assert snapshot_of(alice, mid) == before
+
+
+@pytest.mark.parametrize("where", ["content", "path", "attributes key", "memory name"])
+def test_a_lone_surrogate_anywhere_in_a_body_is_a_422_not_a_500(
+    alice: Client, memory: dict[str, Any], where: str
+) -> None:
+    mid = memory["id"]
+    before = snapshot_of(alice, mid)
+    method, path, body, field = {
+        "content": ("POST", f"/v1/memories/{mid}/records", '{"type": "fact", "content": "a\\ud800b"}', "content"),
+        "path": ("POST", f"/v1/memories/{mid}/records", '{"type": "note", "content": "c", "path": "notes/\\udbff.md"}',
+                 "path"),
+        "attributes key": ("POST", f"/v1/memories/{mid}/records",
+                           '{"type": "fact", "content": "c", "attributes": {"k\\ud800": 1}}', "attributes"),
+        "memory name": ("PUT", f"/v1/memories/{mid}", '{"name": "\\ud800"}', "name"),
+    }[where]
+    _refused_naming(send(alice, method, path, body), field)
+    assert snapshot_of(alice, mid) == before
+
+
+def test_numbers_the_rule_takes_are_kept_exactly(alice: Client, memory: dict[str, Any]) -> None:
+    """The edges on the taken side: 38 digits, the largest and smallest finite floats, a proper pair."""
+    body = ('{"type": "fact", "content": "c \\ud83d\\ude00", "attributes": {"big": ' + "9" * 38 + ', "neg": -'
+            + "9" * 38 + ', "max": 1.7976931348623157e308, "tiny": 5e-324, "zero": 0e10}}')
+    created = send(alice, "POST", f"/v1/memories/{memory['id']}/records", body)
+    assert created.status_code == 201, created.text
+    got = alice.get(f"/v1/memories/{memory['id']}/records/{created.json()['id']}").json()
+    assert got["content"] == "c \U0001f600"
+    assert got["attributes"] == {"big": int("9" * 38), "neg": -int("9" * 38), "max": 1.7976931348623157e308,
+                                 "tiny": 5e-324, "zero": 0.0}
+
+
+def _mcp_call(client: Client, arguments_json: str, headers: dict[str, str] | None = None) -> requests.Response:
+    """A tools/call of memory_remember sent as raw JSON-RPC text (the SDK's client cannot spell these)."""
+    body = ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "memory_remember", '
+            '"arguments": ' + arguments_json + "}}")
+    return client.session.post(client.base_url + "/mcp", data=body.encode(), timeout=30, headers={
+        "x-api-key": client.key, "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream", **(headers or {})})
+
+
+@pytest.mark.parametrize("spelled", list(UNKEEPABLE.values()), ids=list(UNKEEPABLE))
+def test_mcp_arguments_are_held_to_the_same_rule(
+    alice: Client, make_client: ClientFactory, memory: dict[str, Any], spelled: str
+) -> None:
+    """MCP's body reaches its SDK, which parses JSON itself (and took NaN): the rule is applied to it first."""
+    mid = memory["id"]
+    alice.attach("hostile_mcp", mid)
+    harness = make_client("harness:hostile_mcp")
+    before = snapshot_of(alice, mid)
+    answer = _mcp_call(harness, '{"memory_id": "' + mid + '", "type": "fact", "content": "c", "attributes": {"x": '
+                       + spelled + "}}")
+    # Answered as MCP answers bad arguments: a JSON-RPC error to the request, invalid params, memory_invalid.
+    assert answer.status_code == 200, answer.text
+    error = answer.json()["error"]
+    assert (answer.json()["id"], error["code"], error["data"]["code"]) == (7, -32602, "memory_invalid")
+    assert "params.arguments.attributes.x" in error["message"]
+    assert snapshot_of(alice, mid) == before
+    taken = _mcp_call(harness, '{"memory_id": "' + mid + '", "type": "fact", "content": "c", "attributes": {"x": 1}}')
+    assert taken.status_code == 200, taken.text
+    assert len(snapshot_of(alice, mid)["records"]) == len(before["records"]) + 1
+
+
+def test_a_39_digit_integer_from_the_mcp_sdk_is_refused(
+    alice: Client, make_client: ClientFactory, memory: dict[str, Any]
+) -> None:
+    from mcp import Client as McpClient
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
+
+    from tests.integration.test_mcp import call, with_mcp
+
+    mid = memory["id"]
+    alice.attach("hostile_sdk", mid)
+    harness = make_client("harness:hostile_sdk")
+    before = snapshot_of(alice, mid)
+    async def remember_too_big(mcp: McpClient) -> MCPError | None:
+        try:
+            await mcp.call_tool("memory_remember", {"memory_id": mid, "type": "fact", "content": "c",
+                                                    "attributes": {"n": 10**38}})
+        except MCPError as error:
+            return error
+        return None
+
+    refused = with_mcp(harness, remember_too_big)
+    assert refused is not None, "a 39-digit integer was taken"
+    assert (refused.code, (refused.data or {}).get("code")) == (INVALID_PARAMS, "memory_invalid")
+    assert "attributes.n" in str(refused)
+    assert snapshot_of(alice, mid) == before
+    failed, kept = call(harness, "memory_remember", {"memory_id": mid, "type": "fact", "content": "c",
+                                                     "attributes": {"n": 10**38 - 1}})
+    assert not failed, kept
+
+
+def test_repeated_key_headers_are_refused_on_rest_and_mcp(alice: Client, memory: dict[str, Any]) -> None:
+    """Two x-api-key headers (401), and two Idempotency-Key headers, which name two requests (422)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    where = urlsplit(alice.base_url)
+
+    def raw(method: str, path: str, lines: list[tuple[str, str]], body: bytes = b"") -> tuple[int, dict[str, Any]]:
+        connection = http.client.HTTPConnection(where.hostname, where.port, timeout=30)
+        try:
+            connection.putrequest(method, path)
+            for name, value in [*lines, ("Content-Type", "application/json"), ("Content-Length", str(len(body)))]:
+                connection.putheader(name, value)
+            connection.endheaders(body)
+            answer = connection.getresponse()
+            return answer.status, json.loads(answer.read() or b"null")
+        finally:
+            connection.close()
+
+    mcp_body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}'
+    for method, path, body in (("GET", "/v1/memories", b""), ("POST", "/mcp", mcp_body)):
+        status, answer = raw(method, path, [("x-api-key", "k-not-a-key"), ("X-Api-Key", alice.key),
+                                            ("Accept", "application/json, text/event-stream")], body)
+        assert (status, answer["error"]["code"]) == (401, "unauthenticated"), answer
+    before = snapshot_of(alice, memory["id"])
+    status, answer = raw("POST", f"/v1/memories/{memory['id']}/records",
+                         [("x-api-key", alice.key), ("Idempotency-Key", "one"), ("idempotency-key", "two")],
+                         b'{"type": "fact", "content": "twice keyed"}')
+    assert (status, answer["error"]["code"]) == (422, "memory_invalid"), answer
+    assert "Idempotency-Key" in answer["error"]["message"]
+    assert snapshot_of(alice, memory["id"]) == before
+
+
+@pytest.mark.parametrize("name", ["a\u200b.md", "notes/\u202etxt.exe", "\ufeffbom.md", "x\u2066y\u2069.md",
+                                  "joined\u200d.md", "rtl\u200f/x.md", "soft\u00adhyphen.md"])
+def test_a_path_with_invisible_or_bidi_characters_is_refused(alice: Client, memory: dict[str, Any], name: str) -> None:
+    """`a\u200b.md` was taken beside `a.md` (two files a listing shows under one name), and a bidi
+    override made `txt.exe` read as `exe.txt`: format characters (Unicode Cf) are refused in paths."""
+    mid = memory["id"]
+    before = snapshot_of(alice, mid)
+    answer = alice.post(f"/v1/memories/{mid}/records", {"type": "note", "content": "c", "path": name})
+    _refused_naming(answer, "path")
+    assert snapshot_of(alice, mid) == before
+
+
+def test_ids_made_together_keep_their_order_and_do_not_name_each_other(alice: Client) -> None:
+    """The episodes of one observe share a millisecond: their ids keep the order they were sent in, and
+    no id gives away another (the random part was counted up by 1..65,536 within a millisecond)."""
+    memory = alice.create_memory("ids")
+    answer = alice.post(f"/v1/memories/{memory['id']}/observe",
+                        {"episodes": [{"content": f"episode {n}"} for n in range(50)]})
+    assert answer.status_code == 200, answer.text
+    made = [r["id"] for r in answer.json()["records"]]
+    assert [r["content"] for r in answer.json()["records"]] == [f"episode {n}" for n in range(50)]
+    assert made == sorted(made)
+    listed = alice.get(f"/v1/memories/{memory['id']}/records", limit="100").json()["data"]
+    assert sorted(r["id"] for r in listed) == made
+    neighbours = [(a, b) for a, b in pairwise(made) if a[5:17] == b[5:17]]
+    assert neighbours, "50 episodes written in one transaction share a millisecond"
+    for a, b in neighbours:
+        assert abs(int(b[-16:], 16) - int(a[-16:], 16)) > 1 << 20, (a, b)

@@ -6,8 +6,9 @@ import secrets
 import threading
 import time
 
-_RANDOM_BITS = 80
-_RANDOM_LIMIT = 1 << _RANDOM_BITS
+_ORDER_BITS = 16
+_ORDER_LIMIT = 1 << _ORDER_BITS
+_RANDOM_BITS = 64
 
 
 class SystemClock:
@@ -16,27 +17,29 @@ class SystemClock:
 
 
 class RandomIds:
-    """prefix + 32 hex (DESIGN: ids): 12 hex of Unix milliseconds, then 20 hex drawn at random and
-    counted up within the same millisecond, as ULIDs do. Ids made one after another in a process sort
-    in the order they were made, so the episodes of one observe call, which share their written_at,
-    keep the order the caller listed them in: in DynamoDB's timeline, in every search index and
-    after a reindex. 80 random bits a millisecond keep ids from colliding across processes; an id
-    says when it was made, which its record says anyway (time.written_at)."""
+    """prefix + 32 hex (DESIGN: ids): 12 hex of Unix milliseconds, 4 hex counting the ids this process
+    made in that millisecond (from a random start), then 16 hex (64 bits) drawn afresh from `secrets`
+    for every id. Ids made one after another in a process sort in the order they were made, so the
+    episodes of one observe call, which share their written_at, keep the order the caller listed them
+    in: in DynamoDB's timeline, in every search index and after a reindex (positions are written_at,
+    then id). An id says when it was made, which its record says anyway (time.written_at), but never
+    what the next one is: the random part used to be counted up by 1..65,536 within a millisecond, so
+    one id named its neighbours."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._last_ms = -1
-        self._last_random = 0
+        self._order = 0
 
     def new(self, prefix: str) -> str:
         with self._lock:
             now = max(time.time_ns() // 1_000_000, self._last_ms)
-            if now == self._last_ms and self._last_random + 1 < _RANDOM_LIMIT:
-                self._last_random += 1 + secrets.randbelow(1 << 16)
-                self._last_random = min(self._last_random, _RANDOM_LIMIT - 1)
+            if now == self._last_ms and self._order + 1 < _ORDER_LIMIT:
+                self._order += 1
             else:
                 if now == self._last_ms:
-                    now += 1  # 2**80 ids in one millisecond: borrow the next one
-                self._last_random = secrets.randbits(_RANDOM_BITS - 1)  # room to count up
+                    now += 1  # 65,536 ids in one millisecond: borrow the next one
+                self._order = secrets.randbelow(_ORDER_LIMIT // 2)  # room to count up
             self._last_ms = now
-            return f"{prefix}{now:012x}{self._last_random:020x}"
+            order = self._order
+        return f"{prefix}{now:012x}{order:04x}{secrets.randbits(_RANDOM_BITS):016x}"

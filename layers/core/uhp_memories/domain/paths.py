@@ -134,6 +134,13 @@ def _check_segments(path: str, field: str) -> None:
         raise MemoryInvalid(f"{field} has at most {PATH_BYTES} bytes of UTF-8")
     if any(unicodedata.category(char) == "Cc" or char == "\\" for char in path):
         raise MemoryInvalid(f"{field} has no control characters or backslashes")
+    # Format characters (Unicode Cf: zero-width spaces and joiners U+200B..U+200D, the bidi marks and
+    # controls U+200E/F, U+202A..U+202E, U+2066..U+2069, the BOM U+FEFF, the soft hyphen...) show
+    # nothing or reorder what is shown: `a\u200b.md` reads as `a.md`, and a bidi override makes
+    # `txt.exe` read as `exe.txt`. A listing would show two files under one name. Refused, stricter
+    # than the harness, which takes them (docs/decisions.md, "Hostile input").
+    if any(unicodedata.category(char) == "Cf" for char in path):
+        raise MemoryInvalid(f"{field} has no invisible or bidirectional format characters (such as U+200B or U+202E)")
     if any(segment in ("", ".", "..") for segment in path.split("/")):
         raise MemoryInvalid(f'{field} has no empty, "." or ".." segments')
 
