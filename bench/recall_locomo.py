@@ -378,14 +378,15 @@ def quality(data_path: Path, with_mem0: bool = True) -> dict[str, Any]:
     conversations = load_locomo(data_path)
     default = Fusion()
     text_only, query_only, both = (lambda q: {"text": q}), (lambda q: {"query": q}), (lambda q: {"query": q, "text": q})
+    meaning_only = lambda q: {"query": q, "query_words": False}  # noqa: E731
     runs = [
         Run("BM25 alone", text_only, Fusion(query_weight=0.0, context_weight=0.0), "the baseline: FTS5 BM25"),
         Run("MiniLM alone", query_only, Fusion(text_weight=0.0, context_weight=0.0), "cosine similarity, `query` only"),
         Run("RRF k=60, no context", both, Fusion(method="rrf", k=60.0, context_weight=0.0), "the previous default"),
         Run("relative fusion, no context", both, Fusion(context_weight=0.0), "the new fusion alone"),
         Run("default, text only", text_only, None, "`text` = question"),
-        Run("default, query only", query_only, None, "`query` = question"),
-        Run("default", both, None, "`query` = `text` = question"),
+        Run("default, meaning only", meaning_only, None, "`query` = question, `query_words`: false"),
+        Run("default", query_only, None, "`query` = question (its words searched too)"),
     ]
     results: dict[str, Any] = {"runs": {}, "data": str(data_path.name), "machine": machine()}
     with local_server() as local, mem0_side(with_mem0) as mem0:
@@ -526,15 +527,6 @@ def abstain_questions(conversations: Sequence[Conversation], index: int) -> list
     return own + foreign
 
 
-def threshold_by_rule(answerable: Sequence[float]) -> float:
-    """The rule the default follows: the highest threshold (0.01 steps) that abstains on at most 1% of
-    the answerable questions, given the best query similarity returned for each."""
-    return max(
-        (t / 100 for t in range(0, 100) if statistics.fmean(v < t / 100 for v in answerable) <= 0.01),
-        default=0.0,
-    )
-
-
 def abstain_and_latency(
     local: Local,
     memories: list[tuple[Conversation, str, dict[str, str]]],
@@ -552,7 +544,8 @@ def abstain_and_latency(
     policy = AbstainPolicy()
     abstained: dict[str, dict[str, list[bool]]] = {}
     best: dict[str, list[float]] = {"answerable": [], "adversarial": [], "foreign": []}
-    asks = [("default", lambda q: {"query": q, "text": q}), ("default, query only", lambda q: {"query": q}),
+    asks = [("default", lambda q: {"query": q}),
+            ("default, meaning only", lambda q: {"query": q, "query_words": False}),
             ("default, text only", lambda q: {"text": q})]
     asked = 0
     for index, (conv, memory_id, _) in enumerate(memories):  # in the order of `conversations`
@@ -578,10 +571,13 @@ def abstain_and_latency(
         f"{t:.3f}": {kind: statistics.fmean(v < t for v in values) for kind, values in best.items()}
         for t in THRESHOLDS
     }
-    chosen = threshold_by_rule(best["answerable"])
+    import calibrate_abstain
+
+    chosen = calibrate_abstain.threshold_by_rule(best["answerable"])
     calibration = {
         "threshold": policy.threshold(local.engine.model_id),
-        "rule": "highest threshold abstaining on <= 1% of answerable questions",
+        "named": policy.calibration(local.engine.model_id).named,
+        "rule": f"highest threshold abstaining on <= {calibrate_abstain.TARGET:.1%} of answerable questions",
         "rule_threshold": chosen,
         "curve": curve,
     }
@@ -868,8 +864,9 @@ def render_quality(q: dict[str, Any]) -> list[str]:
         f"Trade-off of the abstain threshold (default for MiniLM: {cal['threshold']}): abstain when the "
         "best cosine similarity among the returned hits (default request, default limit) is below it. "
         f"The default follows the rule \"{cal['rule']}\", which picks {cal['rule_threshold']:.2f} on this run. "
-        "The curve is similarity alone; the product also abstains on a weak match (below 0.50) that names "
-        "someone no record of the memory mentions (docs/decisions.md, Recall), which the first table includes.",
+        f"The curve is similarity alone; the product also abstains on a weak match (below {cal.get('named')}) "
+        "that names someone no record of the memory mentions (docs/decisions.md, Recall), which the first "
+        "table includes.",
         "",
         "| threshold | answerable | adversarial | foreign |",
         "|---|---|---|---|",
@@ -878,6 +875,10 @@ def render_quality(q: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {threshold} | " + " | ".join(f"{kinds[k]:.3f}" for k in ("answerable", "adversarial", "foreign")) + " |"
         )
+    import calibrate_abstain
+
+    if calibrate_abstain.RESULT.exists():
+        lines += calibrate_abstain.render(json.loads(calibrate_abstain.RESULT.read_text()))
     lat = q["latency"]
     base_lat = lat["default, text only"]
     lines += [
@@ -1068,6 +1069,9 @@ def main() -> int:
         else:
             result = quality(args.data, with_mem0=not args.no_mem0)
             (RESULTS / "recall-locomo.json").write_text(json.dumps(result, indent=1))
+            import calibrate_abstain  # abstain chosen by leave-one-conversation-out (the engine in process)
+
+            calibrate_abstain.run(args.data)
     render()
     return 0
 
