@@ -18,7 +18,11 @@ engine in one call.
 Failures are reported per stream record (`batchItemFailures`; the event source sets
 ReportBatchItemFailures): Lambda retries from the first failed record, and after its retries sends
 the batch's position to the on-failure queue, which alarms; `uhp-memories reindex` then catches the
-index up. Nothing here logs content: event ids, counts and error types only.
+index up. A text the model refuses (more than Titan takes, say) is no failure: the engine indexes
+its record by words alone, so no record stalls its shard. Each call to the domain and the model
+ends before the function's timeout (uhp_memories.deadlines), so a slow domain fails the records it
+did not index, reported as above, instead of timing out the whole batch. Nothing here logs content:
+event ids, counts and error types only.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from uhp_memories import bootstrap
+from uhp_memories import bootstrap, deadlines
 from uhp_memories.adapters.dynamodb.items import RECORD_ENTITY, from_dynamo, record_from
 from uhp_memories.adapters.dynamodb.keys import parse_record_key
 from uhp_memories.domain.models import RecordVersion
@@ -169,6 +173,7 @@ class Indexer:
 
 
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    deadlines.start(context)
     records = event.get("Records") or []
     engine = bootstrap.container().recall_engine()
     if engine is None:

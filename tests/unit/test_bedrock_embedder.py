@@ -15,7 +15,7 @@ from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
 from uhp_memories.search import SearchUnavailable
-from uhp_memories.search.bedrock import MAX_CHARACTERS, TITAN_V2, TitanEmbedder
+from uhp_memories.search.bedrock import MAX_INPUT_BYTES, TITAN_V2, TitanEmbedder
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_each_text_is_one_invoke_model_call_with_normalized_vectors_of_the_chose
 def test_a_long_text_is_cut_to_what_titan_accepts(bedrock: tuple[Any, Stubber]) -> None:
     client, stubber = bedrock
     text = "word " * 20_000
-    stubber.add_response("invoke_model", answer([0.0] * 1024), expected_request(text[:MAX_CHARACTERS], 1024))
+    stubber.add_response("invoke_model", answer([0.0] * 1024), expected_request(text[:MAX_INPUT_BYTES], 1024))
     assert len(TitanEmbedder(client).embed([text])[0]) == 1024
 
 

@@ -14,12 +14,14 @@ import pytest
 from moto import mock_aws
 
 from functions.indexer import handler
+from tests.fakes.titan import FakeTitan
 from tests.lambda_env import run_like_lambda
 from uhp_memories import bootstrap
 from uhp_memories.adapters.dynamodb.items import derived_items, grant_item, memory_item, record_item, to_dynamo
 from uhp_memories.adapters.dynamodb.schema import MAIN_TABLE
 from uhp_memories.domain.models import Caller, Grant, Memory, RecordVersion
 from uhp_memories.domain.records import RecordInput
+from uhp_memories.search.bedrock import TitanEmbedder, client_config
 from uhp_memories.search.embedded import EmbeddedSearchIndex
 from uhp_memories.search.engine import RecallEngine
 from uhp_memories.search.hashing import HashingEmbedder
@@ -358,6 +360,32 @@ def test_a_version_the_engine_refuses_is_reported_alone(
     assert engine.index.get(TENANT, MEMORY, bad.id) is None
     assert "indexing failed" in caplog.text
     assert SECRET not in logged(caplog)
+
+
+def test_a_record_titan_refuses_is_indexed_by_its_words_and_stalls_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """Titan (a fake that enforces its limits, over HTTP) refuses one text of a batch: the batch
+    reports no failure, so the shard moves on, and every record is found by its words."""
+    refused_text = "Initech invoice " + "\ufdfa" * 2_500  # normalization makes it far too many tokens
+    with FakeTitan() as titan:
+        embedder = TitanEmbedder(titan.client(client_config()), dimensions=256)
+        index = EmbeddedSearchIndex(":memory:", model_id=embedder.model_id, dimensions=embedder.dimensions)
+        engine = RecallEngine(index, embedder)
+        bootstrap.install(bootstrap.build(Settings(), None, None, recall_engine=lambda: engine))
+        try:
+            good, refused, later = version("Initech renews in March."), version(refused_text), version("Initech pays.")
+
+            assert run(inserted(good), inserted(refused), inserted(later)) == []
+            assert run(inserted(refused)) == []  # a replay: asked again, refused again, no failure
+        finally:
+            bootstrap.install(None)
+
+    assert sorted(found(engine, "initech")) == sorted([good.id, refused.id, later.id])
+    assert [index.get(TENANT, MEMORY, r.id).embedding is None for r in (good, refused, later)] == [  # type: ignore[union-attr]
+        False, True, False,
+    ]
+    assert "indexed by its words only" in caplog.text
+    assert refused_text not in logged(caplog)
+    index.close()
 
 
 def test_every_change_of_a_failed_item_is_reported(engine: SpyEngine, embedder: CountingEmbedder) -> None:

@@ -16,6 +16,7 @@ import pytest
 from moto import mock_aws
 
 from tests.contract.opensearch_fake import FakeOpenSearch
+from tests.fakes.titan import FakeTitan
 from uhp_memories import bootstrap
 from uhp_memories.adapters.dynamodb.schema import MAIN_TABLE
 from uhp_memories.admin import reindex
@@ -24,6 +25,7 @@ from uhp_memories.admin.target import TargetError
 from uhp_memories.domain.models import Caller, RecordVersion
 from uhp_memories.domain.records import RecordInput
 from uhp_memories.local.cli import main
+from uhp_memories.search.bedrock import TitanEmbedder, client_config
 from uhp_memories.search.embedded import EmbeddedSearchIndex
 from uhp_memories.search.engine import RecallEngine, document_for, text_of
 from uhp_memories.search.errors import SearchUnavailable
@@ -445,6 +447,28 @@ def test_the_command_from_scratch_drops_and_recreates_the_index(
     captured = capsys.readouterr()
     assert "dropping OpenSearch index uhp-recall-v1" in captured.err
     assert "index dropped first" in captured.out
+
+
+def test_a_record_titan_refuses_is_indexed_by_its_words_and_the_reindex_completes(stage: Stage) -> None:
+    """The stage's OpenSearch index (over the fake cluster) filled by Titan (a fake that enforces its
+    limits, over HTTP): the one text it refuses is indexed without a vector, found by its words."""
+    sales = next(v.memory_id for v in all_versions(stage) if text_of(v).startswith("Acme"))
+    refused_text = "Initech invoice " + "\ufdfa" * 2_500  # normalization makes it far too many tokens
+    refused = stage.container.records.remember(ALICE, sales, RecordInput("fact", refused_text, {})).record
+    with FakeTitan() as titan:
+        embedder = TitanEmbedder(titan.client(client_config()), dimensions=256)
+        target = OpenSearchTarget(Settings(table_name=stage.table, region=REGION), search_client=FakeOpenSearch(),
+                                  embedder=embedder)
+
+        report = reindex.reindex(stage.dynamodb, stage.table, target)
+
+        assert len(titan.requests) == len(stage.versions) + 1  # every text asked once, the refused one too
+    index = target.engine().index
+    assert (report.indexed_versions, report.retries) == (len(stage.versions) + 1, 0)
+    stored = documents(index, all_versions(stage))
+    assert [id_ for id_, doc in stored.items() if doc is None or doc.embedding is None] == [refused.id]
+    hits = rank(index, SearchRequest(tenant="acme", memory_id=sales, text="initech invoice"))
+    assert [hit.record_id for hit in hits] == [refused.id]
 
 
 def test_the_command_refuses_an_index_of_another_model_with_a_hint(

@@ -151,10 +151,11 @@ def build_recall_engine(
     if embedder is None:
         import boto3
 
-        from uhp_memories.search.bedrock import TitanEmbedder
+        from uhp_memories.search.bedrock import TitanEmbedder, client_config
 
         embedder = TitanEmbedder(
-            (session or boto3).client("bedrock-runtime", region_name=settings.region),
+            # Bounded: two attempts of at most 2 + 10 s; inside a request, the time it has left too.
+            (session or boto3).client("bedrock-runtime", region_name=settings.region, config=client_config()),
             dimensions=settings.embedding_dimensions,
             model_id=settings.embedding_model_id,
         )

@@ -24,7 +24,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
-from uhp_memories import bootstrap
+from uhp_memories import bootstrap, deadlines
 from uhp_memories.adapters.dynamodb.idempotency import PackedDynamoDBPersistenceLayer
 from uhp_memories.adapters.dynamodb.table import Contended
 from uhp_memories.api import json_limits
@@ -269,6 +269,7 @@ def make_handler(app: APIGatewayRestResolver) -> Callable[[dict[str, Any], Any],
             return idempotent_resolvers[key]
 
     def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        deadlines.start(context)  # each search or model call of this request ends in its time
         event = _normalize_event(event)
         refused = _refused_body(event)
         if refused is not None:

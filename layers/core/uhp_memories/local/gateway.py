@@ -11,7 +11,7 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -38,9 +38,13 @@ class LambdaContext:
     log_group_name: str = "/aws/lambda/local"
     log_stream_name: str = "local"
     function_version: str = "$LATEST"
+    # An API function's timeout (infra/constructs/compute.py, TIMEOUTS["api"]), counted from the call:
+    # a request's deadline (uhp_memories.deadlines) is what it is in AWS.
+    timeout_ms: int = 28_000
+    started: float = field(default_factory=time.monotonic)
 
     def get_remaining_time_in_millis(self) -> int:
-        return 29_000
+        return max(0, self.timeout_ms - int((time.monotonic() - self.started) * 1000))
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,11 @@ and the version a revise or forget closed), on erase with the ids it removed, an
 the caller's query. The engine turns versions into documents, embeds what has text (reusing the
 vector a closed version already has), embeds the recall query, and ranks what the index finds
 (search/ranking.py: the one ranking of every adapter).
+
+A text the model refuses (TextNotEmbeddable: too long for it, say) is indexed without a vector, by
+its words and filters alone: one record never fails the write's indexing, a stream batch or a
+reindex. Work handed to a worker thread carries the request's context, so the request's deadline
+(uhp_memories.deadlines) bounds the model's calls there too.
 """
 
 from __future__ import annotations
@@ -12,14 +17,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextvars import copy_context
 from dataclasses import dataclass
 
+from uhp_memories import deadlines
 from uhp_memories.domain.errors import MemoryInvalid
 from uhp_memories.domain.filters import Filter
 from uhp_memories.domain.models import RecordVersion
 from uhp_memories.domain.recall import QueryNotEmbedded
 from uhp_memories.domain.timefmt import parse_instant
-from uhp_memories.search.errors import EmbeddingModelMismatch, SearchUnavailable
+from uhp_memories.search.errors import EmbeddingModelMismatch, SearchUnavailable, TextNotEmbeddable
 from uhp_memories.search.fusion import query_terms
 from uhp_memories.search.ports import (
     Embedder,
@@ -55,9 +62,22 @@ class EmbeddedAhead:
     texts: tuple[str, ...]
     embeddings: dict[int, Future[list[list[float]]]]
 
-    def vectors(self) -> dict[int, list[float]]:
-        """Place -> vector; waits for every text, and raises what the embedder raised."""
-        return {place: embedding.result()[0] for place, embedding in self.embeddings.items()}
+    def vectors(self) -> dict[int, list[float] | None]:
+        """Place -> vector, None for a text the model refused (TextNotEmbeddable). Waits for every
+        text, at most the time the request has left (SearchUnavailable after that), and raises what
+        else the embedder raised."""
+        vectors: dict[int, list[float] | None] = {}
+        for place, embedding in self.embeddings.items():
+            left = deadlines.remaining()
+            try:
+                vectors[place] = embedding.result(timeout=None if left is None else max(left, 0.0))[0]
+            except TextNotEmbeddable:
+                vectors[place] = None
+            except TimeoutError:
+                if embedding.done():
+                    raise  # the embedder's own
+                raise SearchUnavailable("the texts were not embedded in the time the request had left") from None
+        return vectors
 
 
 def text_of(record: RecordVersion) -> str:
@@ -137,7 +157,9 @@ class RecallEngine:
         # idle while the other still embedded), and the longest are not left for last.
         new = (i for i, text in enumerate(texts) if text.strip() and versions[i].invalidated_at is None)
         places = sorted(new, key=lambda i: -len(texts[i]))
-        return EmbeddedAhead(texts, {i: _WRITE_EMBEDDING.submit(self.embedder.embed, [texts[i]]) for i in places})
+        return EmbeddedAhead(
+            texts, {i: _WRITE_EMBEDDING.submit(copy_context().run, self.embedder.embed, [texts[i]]) for i in places}
+        )
 
     def index_versions(
         self, versions: Sequence[RecordVersion], *, reuse_all: bool = False, ahead: EmbeddedAhead | None = None
@@ -148,11 +170,12 @@ class RecallEngine:
         A closed version keeps the vector it was indexed with (looked up, not re-embedded); with
         `reuse_all` every version is looked up first, which suits a replayed stream of old images.
         `ahead` (embed_ahead of these versions) holds vectors already on their way: a text it
-        embedded is not embedded again."""
+        embedded is not embedded again. A text the model refuses is indexed without a vector."""
         texts = [self._text(v) for v in versions]
         embeddings: list[Sequence[float] | None] = [None] * len(versions)
         early = ahead.vectors() if ahead is not None else {}
         missing: list[int] = []
+        refused: list[int] = []
         for i, (version, text) in enumerate(zip(versions, texts, strict=True)):
             if not text.strip():
                 continue
@@ -163,13 +186,31 @@ class RecallEngine:
                     continue
             if ahead is not None and i in early and ahead.texts[i] == text:
                 embeddings[i] = early[i]
+                if early[i] is None:
+                    refused.append(i)
                 continue
             missing.append(i)
         if missing:
-            vectors = self.embedder.embed([texts[i] for i in missing])
+            vectors = self._embed_each([texts[i] for i in missing])
             for i, vector in zip(missing, vectors, strict=True):
                 embeddings[i] = vector
+                if vector is None:
+                    refused.append(i)
+        for i in refused:
+            logger.warning("the model refused a text; indexed by its words only", extra={"record_id": versions[i].id})
         self.index.index([document_for(v, t, e) for v, t, e in zip(versions, texts, embeddings, strict=True)])
+
+    def _embed_each(self, texts: list[str]) -> list[list[float] | None]:
+        """One vector per text, None for a text the model refuses; what else it raises
+        (SearchUnavailable) is raised. A text a call: both embedders embed one text at a time anyway
+        (Titan a request each, MiniLM a run each), so nothing is embedded twice to find the refused."""
+        vectors: list[list[float] | None] = []
+        for text in texts:
+            try:
+                vectors.append(self.embedder.embed([text])[0])
+            except TextNotEmbeddable:
+                vectors.append(None)
+        return vectors
 
     def erase(self, tenant: str, memory_id: str, record_ids: Sequence[str]) -> None:
         """Remove the documents of these versions for good (erase: every version of the chain, and
@@ -178,18 +219,19 @@ class RecallEngine:
 
     def embed_query(self, query: str) -> list[float] | None:
         """The vector of a recall query (None for a blank one): embedded once, it serves every memory
-        a recall searches. An embedder that does not answer raises QueryNotEmbedded (recall then
-        searches the words and says so)."""
+        a recall searches. An embedder that does not answer (in the time the request has left), or
+        refuses the query, raises QueryNotEmbedded (recall then searches the words and says so)."""
         if not query.strip():
             return None
         try:
             return self.embedder.embed([query])[0]
-        except SearchUnavailable as error:
+        except (SearchUnavailable, TextNotEmbeddable) as error:
             raise QueryNotEmbedded(str(error)) from error
 
     def embedding(self, query: str) -> Future[list[float] | None]:
-        """embed_query started on a worker thread (its future raises what embed_query raises)."""
-        return _EMBEDDING.submit(self.embed_query, query)
+        """embed_query started on a worker thread, within the request's deadline (its future raises
+        what embed_query raises)."""
+        return _EMBEDDING.submit(copy_context().run, self.embed_query, query)
 
     def unmatched(
         self,

@@ -338,8 +338,11 @@ def connect(
     timeout: float = 10.0,
 ) -> Any:
     """An OpenSearch client for `url`; with `region`, requests are signed with SigV4 for `service`
-    ("es" for a domain, "aoss" for serverless) using the default AWS credentials."""
+    ("es" for a domain, "aoss" for serverless) using the default AWS credentials. Each attempt takes
+    at most `timeout` seconds and the time the request has left (bounded.py); one retry at most."""
     from opensearchpy import OpenSearch, Urllib3AWSV4SignerAuth
+
+    from uhp_memories.search.opensearch.bounded import DeadlineConnection
 
     auth = None
     if region:
@@ -354,7 +357,8 @@ def connect(
         use_ssl=url.startswith("https://"),
         verify_certs=url.startswith("https://"),
         timeout=timeout,
-        max_retries=2,
+        connection_class=DeadlineConnection,
+        max_retries=1,
         retry_on_timeout=True,
         http_compress=True,
     )
