@@ -52,6 +52,18 @@ def within(seconds: float) -> Iterator[None]:
         _DEADLINE.reset(token)
 
 
+@contextmanager
+def share(fraction: float) -> Iterator[None]:
+    """Run the block with `fraction` of the time left, so what follows it has the rest (nothing
+    changes without a deadline)."""
+    left = remaining()
+    if left is None:
+        yield
+        return
+    with within(max(left, 0.0) * fraction):
+        yield
+
+
 def remaining() -> float | None:
     """Seconds this request has left (0 or less once spent); None when it has no deadline."""
     deadline = _DEADLINE.get()

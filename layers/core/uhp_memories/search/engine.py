@@ -229,9 +229,14 @@ class RecallEngine:
             raise QueryNotEmbedded(str(error)) from error
 
     def embedding(self, query: str) -> Future[list[float] | None]:
-        """embed_query started on a worker thread, within the request's deadline (its future raises
-        what embed_query raises)."""
-        return _EMBEDDING.submit(copy_context().run, self.embed_query, query)
+        """embed_query started on a worker thread (its future raises what embed_query raises), in
+        half the time the request has left: a model that does not answer leaves the other half to
+        search the query's words (a recall waits for its vector before it searches)."""
+        return _EMBEDDING.submit(copy_context().run, self._embed_query_in_half_the_time, query)
+
+    def _embed_query_in_half_the_time(self, query: str) -> list[float] | None:
+        with deadlines.share(0.5):
+            return self.embed_query(query)
 
     def unmatched(
         self,
