@@ -20,7 +20,7 @@ STAGE ?= dev
 export CDK_DISABLE_CLI_TELEMETRY := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
 
-.PHONY: dev test lint typecheck openapi bench bench-recall clean synth diff deploy .venv-bench
+.PHONY: dev harness test lint typecheck openapi bench bench-recall clean synth diff deploy .venv-bench
 
 # Two installs into one venv: `make dev` needs only the `local` extra (the server); `make test` and
 # the other targets need `dev` (which holds `local`, the CDK app, the harness client and the tools).
@@ -55,6 +55,18 @@ $(STAMP): pyproject.toml
 	@echo "installing the development tools into $(VENV) (.[dev]: local mode, the CDK app, ruff, mypy, pytest)"
 	$(BIN)/pip install --quiet -e ".[dev]"
 	@touch $(STAMP) $(LOCAL_STAMP)
+
+# The harness client (uhp_memories.harness, a13n-harness) beside the server, in one resolution with `local`:
+# pyproject pins what both pull at versions both accept, so nothing the server runs on changes version.
+HARNESS_STAMP := $(VENV)/.installed-harness-py3.13
+
+$(HARNESS_STAMP): pyproject.toml
+	$(make_venv)
+	@echo "installing the harness client into $(VENV) beside the server (.[local,harness]: a13n-harness, pydantic-ai)"
+	$(BIN)/pip install --quiet -e ".[local,harness]"
+	@touch $(HARNESS_STAMP) $(LOCAL_STAMP)
+
+harness: $(HARNESS_STAMP)
 
 dev: $(LOCAL_STAMP)
 	$(BIN)/uhp-memories serve --port $(PORT) $(if $(KEYS_FILE),--keys-file $(KEYS_FILE),) $(if $(DATA_DIR),--data-dir $(DATA_DIR),)

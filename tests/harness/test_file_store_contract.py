@@ -546,9 +546,15 @@ async def test_a_read_grant_reads_and_is_forbidden_to_write_or_purge(
     assert (await ours.read("tea.md")).version == version
 
 
-async def test_the_stores_own_client_reaches_https_only(stage: Stage, alice: Client, memory: str) -> None:
-    async with open_file_store(base_url=stage.url, api_key=alice.key, memory_id=memory) as store:
-        await refused("unavailable", store.list())
+def test_without_a_client_of_its_own_a_local_server_is_refused_at_once(
+    stage: Stage, alice: Client, memory: str
+) -> None:
+    """The store's own client reaches public HTTPS endpoints only: open_file_store says so when called,
+    with what to do (pass `http=`), instead of every tool answering `unavailable` (issue 28)."""
+    with pytest.raises(ValueError, match=r"http=http"):
+        open_file_store(base_url=stage.url, api_key=alice.key, memory_id=memory)
+    with pytest.raises(ValueError, match="loopback"):
+        open_file_store(base_url="https://127.0.0.1:8443", api_key=alice.key, memory_id=memory)
 
 
 class Scripted(httpx2.AsyncBaseTransport):

@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("a13n_harness", reason="the harness extra (a13n-harness) is not installed")
 
+import httpx2
 from a13n_harness.providers.memory import MemoryRecord, MemoryStoreError, RecordPage, RecordStore
 
 from tests.harness.conftest import ClientFactory, OpenRecords, Stage
@@ -78,16 +79,35 @@ async def test_the_store_is_a_record_store(alice: Client, memory: str, open_reco
         assert isinstance(store, UhpRecordStore)
 
 
-async def test_without_a_client_of_its_own_the_store_reaches_https_endpoints_only(
+@pytest.mark.parametrize(
+    "base_url", ["http://127.0.0.1:8080", "http://memories.example.com", "https://localhost:8443", "https://[::1]/v1"]
+)
+def test_without_a_client_of_its_own_open_refuses_what_that_client_never_reaches(base_url: str) -> None:
+    """The harness's owned client reaches public HTTPS endpoints only: a local server is refused by open()
+    itself, saying to pass `http=`, rather than by every tool later as `unavailable` (issue 28)."""
+    with pytest.raises(ValueError, match=r"http=http") as refused:
+        UHP_MEMORIES.open({"base_url": base_url}, {"api_key": "k"}, namespace="hmem_" + "a" * 32)
+    assert base_url in str(refused.value)
+
+
+async def test_a_public_https_address_opens_with_the_stores_own_client() -> None:
+    async with UHP_MEMORIES.open(
+        {"base_url": "https://abc123.execute-api.eu-west-1.amazonaws.com/v1"}, {"api_key": "k"},
+        namespace="hmem_" + "a" * 32,
+    ) as store:
+        assert isinstance(store, UhpRecordStore)
+
+
+async def test_with_a_client_of_its_own_a_local_server_is_reached(
     alice: Client, memory: str, stage: Stage
 ) -> None:
-    """The harness's owned client refuses the local server's plain HTTP before sending anything."""
-    assert stage.url.startswith("http://")
-    async with UHP_MEMORIES.open({"base_url": stage.url}, {"api_key": alice.key}, namespace=memory) as store:
-        with pytest.raises(MemoryStoreError) as refused:
-            await store.add("Alice drinks green tea.")
-    assert refused.value.code == "unavailable"
-    assert facts(alice, memory) == []
+    assert stage.url.startswith("http://127.0.0.1:")
+    async with (
+        httpx2.AsyncClient(timeout=30) as http,
+        UHP_MEMORIES.open({"base_url": stage.url}, {"api_key": alice.key}, namespace=memory, http=http) as store,
+    ):
+        await store.add("Alice drinks green tea.")
+    assert [f["content"] for f in facts(alice, memory)] == ["Alice drinks green tea."]
 
 
 # -- add, search, list ---------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ without a usable answer, and a request throttled before it ran (429), are sent a
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import uuid
@@ -248,6 +249,37 @@ async def _completed_job(api: MemoryApi, job_id: str) -> Mapping[str, object]:
 
 def record_path(record_id: str, suffix: str = "") -> str:
     return f"/records/{quote(record_id, safe='')}{suffix}"
+
+
+def require_own_client_reach(base_url: str) -> None:
+    """Refuse, when the store is to open its own HTTP client, a base URL that client would never reach.
+
+    Without `http`, a13n-harness gives a Memory Provider a client whose endpoint policy lets public HTTPS
+    endpoints only (EndpointPolicy(require_https=True)): it refuses an http:// request before it leaves,
+    so every tool would answer `unavailable` with nothing sent. A loopback address is refused here too:
+    a server on this machine (`uhp-memories serve`) speaks plain HTTP, and the default client is for
+    a deployed stage. Said at once, with what to do, instead of on the first call."""
+    parsed = urlsplit(base_url)
+    if parsed.scheme == "https" and not _is_loopback(parsed.hostname or ""):
+        return
+    what = "a loopback address" if _is_loopback(parsed.hostname or "") else "not an HTTPS address"
+    raise ValueError(
+        f"uhp-memories: {base_url} is {what}, and without `http` the store's own client reaches public HTTPS "
+        "endpoints only (a deployed stage's ApiUrl): every request would be refused before it is sent. For a "
+        "local server, pass a client of your own: `async with httpx2.AsyncClient(timeout=30) as http:` "
+        "then `http=http` (README.md, \"Mount a memory in a13n-harness\")."
+    )
+
+
+def _is_loopback(hostname: str) -> bool:
+    host = hostname.rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
 
 
 def plain_base_url(value: str) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
 import httpx2
@@ -48,6 +48,7 @@ from uhp_memories.harness.api import (
     Unavailable,
     plain_base_url,
     record_path,
+    require_own_client_reach,
     settle_erase,
 )
 from uhp_memories.harness.records import MEMORY_ID, RECORD_ID
@@ -441,29 +442,35 @@ def _match(item: Mapping[str, object]) -> GrepMatch:
     )
 
 
-
-
-
-
-
-
-@asynccontextmanager
-async def open_file_store(
+def open_file_store(
     *,
     base_url: str,
     api_key: str,
     memory_id: str,
     http: httpx2.AsyncClient | None = None,
     format: FileFormat | None = None,
-) -> AsyncGenerator[SearchableFileStore]:
-    """One memory's files as a `SearchableFileStore`, for `FileMount`.
+) -> AbstractAsyncContextManager[SearchableFileStore]:
+    """One memory's files as a `SearchableFileStore`, for `FileMount`: an async context manager.
 
-    `http` stays the caller's. Without it the store owns a client that reaches public HTTPS endpoints
-    only, as a13n-harness's Memory Providers do; a local server over plain HTTP needs a client of the caller's.
+    The arguments are checked at once, as a13n-harness's `open` checks its own; the client is opened on
+    entering. `http` stays the caller's. Without it the store owns a client that reaches public HTTPS
+    endpoints only, as a13n-harness's Memory Providers do, so a local server (plain HTTP) is refused here
+    with what to do: pass a client of the caller's.
     """
     base_url = plain_base_url(base_url)
     if not api_key:
         raise ValueError("uhp-memories requires an API key.")
+    if not MEMORY_ID.fullmatch(memory_id):
+        raise ValueError("A uhp-memories memory id is hmem_ and 32 hex digits.")
+    if http is None:
+        require_own_client_reach(base_url)
+    return _file_store(base_url, api_key, memory_id, http, format)
+
+
+@asynccontextmanager
+async def _file_store(
+    base_url: str, api_key: str, memory_id: str, http: httpx2.AsyncClient | None, format: FileFormat | None
+) -> AsyncGenerator[SearchableFileStore]:
     if http is not None:
         yield UhpFileStore(MemoryApi(http, base_url, api_key, memory_id), memory_id, format=format)
         return

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -46,6 +46,7 @@ from uhp_memories.harness.api import (
     Unavailable,
     plain_base_url,
     record_path,
+    require_own_client_reach,
     settle_erase,
 )
 
@@ -348,13 +349,8 @@ def _timestamp(value: object) -> datetime | None:
         return None
 
 
-
-
-
-
 def _not_found(record_id: str) -> MemoryStoreError:
     return MemoryStoreError("record_not_found", f"No record {record_id!r} in this memory.")
-
 
 
 @asynccontextmanager
@@ -370,7 +366,28 @@ async def _open_store(
     yield UhpRecordStore(api, namespace)
 
 
-UHP_MEMORIES = MemoryProviderDefinition[UhpMemoriesConfiguration, UhpMemoriesCredential](
+class UhpMemoriesDefinition(MemoryProviderDefinition[UhpMemoriesConfiguration, UhpMemoriesCredential]):
+    """a13n-harness's Memory Provider definition, whose `open` also refuses at once what could never work:
+    a namespace that is not a memory id, and, without `http`, an address the store's own client would
+    refuse on every call (harness/api.py, require_own_client_reach)."""
+
+    def open(
+        self,
+        configuration: object,
+        credential: object = None,
+        *,
+        namespace: str,
+        http: httpx2.AsyncClient | None = None,
+    ) -> AbstractAsyncContextManager[RecordStore]:
+        opened = super().open(configuration, credential, namespace=namespace, http=http)
+        if not MEMORY_ID.fullmatch(namespace):
+            raise ValueError("A uhp-memories namespace is a memory id: hmem_ and 32 hex digits.")
+        if http is None:
+            require_own_client_reach(UhpMemoriesConfiguration.model_validate(configuration).base_url)
+        return opened
+
+
+UHP_MEMORIES = UhpMemoriesDefinition(
     type="uhp_memories",
     display_name="uhp-memories",
     configuration_model=UhpMemoriesConfiguration,
