@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests import opensearch_node
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import LocalAws
 from uhp_memories.settings import Settings
@@ -33,3 +34,10 @@ def gateway(local_aws: LocalAws) -> Iterator[LocalGateway]:
     server = LocalGateway("127.0.0.1", 0).start_background()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _opensearch_node_stops() -> Iterator[None]:
+    """The OpenSearch node a test started (tests/opensearch_node.py, on first use) stops with the session."""
+    yield
+    opensearch_node.stop()

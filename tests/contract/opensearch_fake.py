@@ -1,24 +1,26 @@
 """An in-process stand-in for the few OpenSearch APIs the recall adapter calls, interpreting the query
 DSL subset it emits (bool, term, terms, range, exists, match_all, match_none, match, knn with a filter,
-script_score with the one Painless similarity script the adapter sends, sorts).
+script_score with the one Painless similarity script the adapter sends, sorts, terminate_after) and the
+clauses a free query may hold (search/free_query.py: phrases, multi_match, dis_max, constant_score,
+prefix). A date it cannot read, like a clause it does not know, is the cluster's 400
+(search_phase_execution_exception), raised by search and answered inside msearch, as OpenSearch does.
 
 It exists so the contract suite checks that the bodies the adapter builds *mean* what the embedded
 engine does (filters, isolation, as_of, attribute typing), without a cluster. It is not OpenSearch:
-ranking by BM25 is approximate (no stemming), k-NN is exact. A real cluster runs the same suite when
-OPENSEARCH_URL is set.
+ranking by BM25 is approximate (no stemming), k-NN is exact. A real OpenSearch 2.19 node runs the same
+suites ("opensearch": tests/opensearch_node.py, or the cluster at OPENSEARCH_URL).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 import re
 from collections import Counter
 from datetime import datetime
 from typing import Any
-
-import pytest
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
 _WORD = re.compile(r"\w+")
@@ -70,7 +72,10 @@ class FakeOpenSearch:
         self.calls.append(("msearch", body))
         responses = []
         for header, query in zip(body[::2], body[1::2], strict=True):
-            responses.append(self._index(header["index"]).search(query))
+            try:
+                responses.append(self._index(header["index"]).search(query))
+            except FakeTransportError as error:  # one search failed: the others still answer
+                responses.append({"error": {"type": error.error, "reason": str(error)}, "status": error.status_code})
         return {"responses": responses}
 
     def search(self, index: str, body: dict[str, Any], **params: Any) -> dict[str, Any]:
@@ -144,9 +149,17 @@ class _Index:
     # -- search ------------------------------------------------------------------------------
 
     def search(self, body: dict[str, Any]) -> dict[str, Any]:
-        cache: dict[int, Any] = {}
+        cache: dict[Any, Any] = {}
         scored = []
+        # A shard collects its matches in index order. With terminate_after N, OpenSearch 2.19 says it
+        # stopped early when it meets a match past the Nth, or enters another segment once it has N
+        # (whether or not that segment holds a match). Here every document is a segment of its own, as
+        # the tests' writes with refresh=True mostly make them.
+        stop_after, stopped = body.get("terminate_after"), False
         for doc_id, (_, src) in self.docs.items():
+            if len(scored) == stop_after:
+                stopped = True
+                break
             score = self.score(body["query"], src, cache)
             if score is not None:
                 scored.append((doc_id, score, src))
@@ -169,9 +182,12 @@ class _Index:
             }
             for doc_id, score, src in scored[: body.get("size", 10)]
         ]
-        return {"hits": {"total": {"value": len(scored)}, "hits": hits}, "status": 200}
+        answer: dict[str, Any] = {"hits": {"total": {"value": len(scored)}, "hits": hits}, "status": 200}
+        if stop_after is not None:
+            answer["terminated_early"] = stopped
+        return answer
 
-    def score(self, query: dict[str, Any], src: dict[str, Any], cache: dict[int, Any]) -> float | None:
+    def score(self, query: dict[str, Any], src: dict[str, Any], cache: dict[Any, Any]) -> float | None:
         """None when the document does not match; otherwise its score."""
         ((kind, spec),) = query.items()
         if kind == "bool":
@@ -180,11 +196,63 @@ class _Index:
             return self._knn(spec, src, cache)
         if kind == "match":
             return self._match(spec, src, cache)
+        if kind in ("match_phrase", "match_phrase_prefix"):
+            ((field, params),) = spec.items()
+            return self._phrase(field, params, src, cache, prefix=kind == "match_phrase_prefix")
+        if kind == "multi_match":
+            return self._multi_match(spec, src, cache)
+        if kind == "dis_max":
+            scores = [s for s in (self.score(q, src, cache) for q in spec["queries"]) if s is not None]
+            if not scores:
+                return None
+            return max(scores) + spec.get("tie_breaker", 0.0) * (sum(scores) - max(scores))
+        if kind == "constant_score":
+            return float(spec.get("boost", 1.0)) if self.score(spec["filter"], src, cache) is not None else None
         if kind == "script_score":
             return self._script_score(spec, src, cache)
         return 0.0 if self._filter(kind, spec, src) else None
 
-    def _script_score(self, spec: dict[str, Any], src: dict[str, Any], cache: dict[int, Any]) -> float | None:
+    def _phrase(
+        self, field: str, params: Any, src: dict[str, Any], cache: dict[Any, Any], prefix: bool = False
+    ) -> float | None:
+        """The query's words in order, at most `slop` extra positions between them in all; with
+        `prefix`, the last one a prefix. On a keyword field, the whole value (phrase prefix: refused)."""
+        params = params if isinstance(params, dict) else {"query": params}
+        if self.fields[field]["type"] != "text":
+            if prefix:
+                raise FakeTransportError(400, "search_phase_execution_exception")  # text fields only
+            return self._whole(field, params["query"], src)
+        wanted, words = _WORD.findall(params["query"].lower()), _WORD.findall((src.get(field) or "").lower())
+        slop = int(params.get("slop", 0))
+        for start in range(len(words)):
+            end = _phrase_end(words, wanted, start, slop, prefix)
+            if end is not None:
+                return self._match({field: {"query": " ".join(words[start:end])}}, src, cache)
+        return None
+
+    def _whole(self, field: str, query: Any, src: dict[str, Any]) -> float | None:
+        """A full-text query on a keyword or a time: the whole value, as a term query."""
+        wanted = self._value(field, query)
+        return 0.0 if any(self._value(field, v) == wanted for v in _as_list(src.get(field))) else None
+
+    def _multi_match(self, spec: dict[str, Any], src: dict[str, Any], cache: dict[Any, Any]) -> float | None:
+        kind = spec.get("type", "best_fields")
+        scores = []
+        for named in spec["fields"]:
+            field = named.split("^", 1)[0]
+            if kind in ("phrase", "phrase_prefix"):
+                score = self._phrase(field, spec, src, cache, prefix=kind == "phrase_prefix")
+            else:
+                score = self._match({field: {k: v for k, v in spec.items() if k in ("query", "operator")}}, src, cache)
+            if score is not None:
+                scores.append(score)
+        if not scores:
+            return None
+        if kind == "most_fields":
+            return sum(scores)
+        return max(scores) + spec.get("tie_breaker", 0.0) * (sum(scores) - max(scores))
+
+    def _script_score(self, spec: dict[str, Any], src: dict[str, Any], cache: dict[Any, Any]) -> float | None:
         """The one script the adapter sends: Painless's k-NN cosine similarity, plus one."""
         if self.score(spec["query"], src, cache) is None:
             return None
@@ -195,7 +263,7 @@ class _Index:
         assert vector is not None, "cosineSimilarity on a document without the field fails the search"
         return 1.0 + _cosine(params["query_value"], vector)
 
-    def _bool(self, spec: dict[str, Any], src: dict[str, Any], cache: dict[int, Any]) -> float | None:
+    def _bool(self, spec: dict[str, Any], src: dict[str, Any], cache: dict[Any, Any]) -> float | None:
         total = 0.0
         for clause in spec.get("filter", []):
             if self.score(clause, src, cache) is None:
@@ -225,12 +293,17 @@ class _Index:
         if kind == "exists":
             value = src.get(spec["field"])
             return value is not None and value != []
-        ((field, wanted),) = spec.items()
-        if kind == "prefix":  # a text field matches by its words, a keyword by its whole value
-            start = (wanted["value"] if isinstance(wanted, dict) else wanted).lower()
-            value = src.get(field) or ""
-            words = _WORD.findall(value.lower()) if self.fields[field]["type"] == "text" else [value]
-            return any(w.startswith(start) for w in words)
+        ((field, wanted),) = ((k, v) for k, v in spec.items() if k != "boost")
+        if isinstance(wanted, dict) and kind in ("term", "prefix"):
+            wanted = wanted["value"]
+        if self.fields[field]["type"] == "text":  # by its words (lowercased; the fake does not stem)
+            words = _WORD.findall((src.get(field) or "").lower())
+            if kind == "prefix":
+                return any(w.startswith(wanted.lower()) for w in words)
+            if kind in ("term", "terms"):
+                return any(str(w) in words for w in _as_list(wanted))
+        if kind == "prefix":  # a keyword by its whole value, case and all
+            return any(str(v).startswith(wanted) for v in _as_list(src.get(field)))
         values = [self._value(field, v) for v in _as_list(src.get(field))]
         if kind == "term":
             return self._value(field, wanted) in values
@@ -243,14 +316,17 @@ class _Index:
 
     def _value(self, field: str, value: Any) -> Any:
         if self.fields[field]["type"] == "date":
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            try:
+                return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            except (AttributeError, ValueError):  # "failed to parse date field [...]"
+                raise FakeTransportError(400, "search_phase_execution_exception") from None
         assert self.fields[field]["type"] == "keyword", field
-        return value
+        return value if isinstance(value, str) else json.dumps(value)  # a keyword holds a number's text
 
     def _sort_value(self, field: str, value: Any) -> Any:
         return (value is not None, self._value(field, value) if value is not None else 0)
 
-    def _knn(self, spec: dict[str, Any], src: dict[str, Any], cache: dict[int, Any]) -> float | None:
+    def _knn(self, spec: dict[str, Any], src: dict[str, Any], cache: dict[Any, Any]) -> float | None:
         ((field, params),) = spec.items()
         key = id(params)
         if key not in cache:
@@ -268,12 +344,16 @@ class _Index:
             cache[key] = dict(candidates[: params["k"]])
         return cache[key].get(src["record_id"])
 
-    def _match(self, spec: dict[str, Any], src: dict[str, Any], cache: dict[int, Any]) -> float | None:
+    def _match(self, spec: dict[str, Any], src: dict[str, Any], cache: dict[Any, Any]) -> float | None:
         ((field, params),) = spec.items()
-        if isinstance(params, str):  # {"match": {"text": "words"}}, as a free query may write it
+        if not isinstance(params, dict):  # {"match": {"text": "words"}}, as a free query may write it
             params = {"query": params}
+        if self.fields[field]["type"] != "text":
+            return self._whole(field, params["query"], src)
         terms = set(_WORD.findall(params["query"].lower()))
-        key = id(params)
+        if not terms:
+            return None
+        key = ("match", field)
         if key not in cache:
             docs = [Counter(_WORD.findall((s.get(field) or "").lower())) for _, s in self.docs.values()]
             avg = sum(sum(d.values()) for d in docs) / max(len(docs), 1)
@@ -281,7 +361,7 @@ class _Index:
         docs, avg = cache[key]
         words = Counter(_WORD.findall((src.get(field) or "").lower()))
         found = terms & set(words)
-        if not found:
+        if not found or (str(params.get("operator", "or")).lower() == "and" and found != terms):
             return None
         length = sum(words.values())
         score = 0.0
@@ -291,6 +371,27 @@ class _Index:
             tf = words[term]
             score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * length / max(avg, 1e-9)))
         return score
+
+
+def _phrase_end(words: list[str], wanted: list[str], start: int, slop: int, prefix: bool) -> int | None:
+    """Where the phrase `wanted` ends if it starts at `start`, `slop` extra positions allowed in all."""
+    if not wanted:
+        return None
+    at = start
+    for i, word in enumerate(wanted):
+        last = i == len(wanted) - 1
+
+        def same(candidate: str, word: str = word, last: bool = last) -> bool:
+            return candidate.startswith(word) if prefix and last else candidate == word
+
+        while at < len(words) and not same(words[at]):
+            if i == 0 or slop == 0:
+                return None
+            at, slop = at + 1, slop - 1
+        if at >= len(words):
+            return None
+        at += 1
+    return at
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -311,24 +412,20 @@ def _cosine(a: list[float], b: list[float]) -> float:
 
 # -- the search backends every search contract suite runs against ------------------------------
 
-OPENSEARCH_URL = os.environ.get("OPENSEARCH_URL")
-SEARCH_BACKENDS = [
-    "embedded",
-    "opensearch-fake",
-    pytest.param("opensearch", marks=pytest.mark.skipif(not OPENSEARCH_URL, reason="OPENSEARCH_URL is not set")),
-]
+SEARCH_BACKENDS = ["embedded", "opensearch-fake", "opensearch"]
 
 
 def opensearch_client(backend: str) -> Any:
-    """The stand-in for "opensearch-fake"; for "opensearch", the cluster at OPENSEARCH_URL (requests
-    signed with SigV4 when OPENSEARCH_AWS_REGION is set, for OPENSEARCH_AWS_SERVICE, default "es")."""
+    """The stand-in for "opensearch-fake"; for "opensearch", the real node of this test session
+    (tests/opensearch_node.py: OPENSEARCH_URL, or a node started on first use; requests signed with
+    SigV4 when OPENSEARCH_AWS_REGION is set, for OPENSEARCH_AWS_SERVICE, default "es")."""
     if backend == "opensearch-fake":
         return FakeOpenSearch()
+    from tests import opensearch_node
     from uhp_memories.search.opensearch import connect
 
-    assert OPENSEARCH_URL
     return connect(
-        OPENSEARCH_URL,
+        opensearch_node.url(),
         region=os.environ.get("OPENSEARCH_AWS_REGION"),
         service=os.environ.get("OPENSEARCH_AWS_SERVICE", "es"),
     )

@@ -1,5 +1,5 @@
 """A free query (§6.5) end to end: the service, the confining wrapper and an index holding the records
-of several memories and tenants (the OpenSearch stand-in; a real cluster when OPENSEARCH_URL is set).
+of several memories and tenants (the OpenSearch stand-in, and a real OpenSearch 2.19 node).
 The statement cannot reach past its memory, and a hit the index should never have given (another
 memory's record, a superseded version) is still not answered: every hit is read back from the source
 of truth, inside the memory in the path."""
@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
-from tests.contract.opensearch_fake import OPENSEARCH_URL, opensearch_client
+from tests.contract.opensearch_fake import opensearch_client
 from tests.unit.conftest import World, caller, make_world
+from uhp_memories.domain.errors import MemoryInvalid
 from uhp_memories.domain.queries import QueryService
 from uhp_memories.domain.recall import RecallService
 from uhp_memories.domain.records import RecordInput, RecordService
+from uhp_memories.search import free_query
 from uhp_memories.search.engine import RecallEngine
 from uhp_memories.search.free_query import FreeQueries
 from uhp_memories.search.hashing import HashingEmbedder
@@ -23,10 +25,7 @@ from uhp_memories.search.opensearch import OpenSearchIndex
 
 ALICE, MALLORY = caller("user:alice"), caller("user:mallory")
 OTHER_TENANT = caller("user:alice", tenant="globex")
-BACKENDS = [
-    "opensearch-fake",
-    pytest.param("opensearch", marks=pytest.mark.skipif(not OPENSEARCH_URL, reason="OPENSEARCH_URL is not set")),
-]
+BACKENDS = ["opensearch-fake", "opensearch"]
 
 
 class LeakingIndex(FreeQueries):
@@ -101,3 +100,55 @@ def test_an_index_that_returns_another_memorys_id_does_not_get_it_answered(backe
     assert got  # the memory's own records still come back
     assert not {ids["theirs"], ids["elsewhere"], ids["old"]} & set(got)
     assert set(got) == {ids["mine"], ids["new"]}
+
+
+# Every kind of clause the allowlist lets through (search/free_query.py), run by the engine: what each
+# answers among the memory's two current records ("March" and "May"; "April" was revised away).
+CLAUSES: list[tuple[dict[str, Any], set[str]]] = [
+    ({"match": {"text": {"query": "acme march", "operator": "and"}}}, {"mine"}),
+    ({"match_phrase": {"text": {"query": "acme renews", "slop": 1}}}, {"mine", "new"}),
+    ({"match_phrase_prefix": {"text": {"query": "acme ren", "max_expansions": 10}}}, {"mine", "new"}),
+    ({"multi_match": {"query": "march", "fields": ["text^2", "type"]}}, {"mine"}),
+    ({"multi_match": {"query": "acme renews", "fields": ["text"], "type": "phrase", "slop": 2}}, {"mine", "new"}),
+    ({"dis_max": {"queries": [{"match": {"text": "march"}}, {"match": {"text": "may"}}], "tie_breaker": 0.3}},
+     {"mine", "new"}),
+    ({"constant_score": {"filter": {"term": {"type": "fact"}}, "boost": 2}}, {"mine", "new"}),
+    ({"term": {"text": "march"}}, {"mine"}),
+    ({"terms": {"type": ["fact", "note"]}}, {"mine", "new"}),
+    ({"prefix": {"type": "fac"}}, {"mine", "new"}),
+    ({"prefix": {"type": "FAC"}}, set()),  # a keyword's prefix keeps its case
+    ({"range": {"written_at": {"gte": "2000-01-01T00:00:00Z"}}}, {"mine", "new"}),
+    ({"exists": {"field": "valid_to"}}, set()),
+    ({"bool": {"must_not": [{"match": {"text": "march"}}], "should": [{"match_all": {}}]}}, {"new"}),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_kind_of_allowed_clause_runs_on_the_engine(backend: str) -> None:
+    _, service, ids = build(backend)
+    for statement, expected in CLAUSES:
+        assert set(answered(service, statement, ids["memory"])) == {ids[name] for name in expected}, statement
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_statement_the_engine_refuses_is_the_callers_to_change(backend: str) -> None:
+    """The allowlist checks a clause's shape; the engine reads its values. A time it cannot read, or a
+    phrase prefix on a keyword, is its 400, answered as invalid (422) naming only the error's type."""
+    _, service, ids = build(backend)
+    for statement in ({"range": {"written_at": {"gte": "yesterday"}}},
+                      {"multi_match": {"query": "fa", "fields": ["type"], "type": "phrase_prefix"}}):
+        with pytest.raises(MemoryInvalid, match=r"refused the statement \(search_phase_execution_exception\)"):
+            service.free(ALICE, ids["memory"], "opensearch-dsl", statement, None, 10)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_search_stopped_at_its_document_bound_says_so(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """terminate_after bites: the engine stops once it has collected that many matches and says so, and
+    the answer's `degraded` names the bound. (Whether it says so when it had exactly that many depends
+    on the segments it had left to enter: not asked here.)"""
+    _, service, ids = build(backend)
+    for bound, found, bounded in ((1, 1, True), (100, 2, False)):
+        monkeypatch.setattr(free_query, "TERMINATE_AFTER", bound)
+        answer = service.free(ALICE, ids["memory"], "opensearch-dsl", {"match": {"text": "acme"}}, None, 10)
+        assert len(answer.results) == found, bound
+        assert answer.degraded == ([f"documents:bounded_at_{bound}_per_shard"] if bounded else []), bound

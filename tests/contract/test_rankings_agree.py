@@ -3,8 +3,8 @@ tolerance, the same `why`, on a fixed corpus and every signal combination (query
 their mixes, include=all, as_of, types, a search of several memories), with episodes so that context
 applies and small cuts so that the signals' completion does too. Ranking is search/ranking.py's
 for all of them; this checks that the adapters' primitives (candidates, similarities, the episode
-log) answer alike. The embedded engine is the reference; OpenSearch runs on its stand-in, and on a
-real cluster when OPENSEARCH_URL is set.
+log) answer alike. The embedded engine is the reference; OpenSearch runs on its stand-in and on a
+real OpenSearch 2.19 node (tests/opensearch_node.py).
 
 BM25's raw scores are each engine's own (FTS5 and Lucene weigh a word's rarity differently, and
 FTS5 counts it per memory, OpenSearch per index), and so is stemming. The corpus is built so that
@@ -226,3 +226,75 @@ def test_the_corpus_exercises_what_ranking_does(embedded: SearchIndex) -> None:
         assert wider[len(hits) - 1].score - wider[len(hits)].score > TIED, name  # no tie across the cut
     filtered = rank(embedded, ask("query + text + filter on speaker"))
     assert all(BY_ID[h.record_id].attributes["speaker"] == "bob" for h in filtered)
+
+
+# -- a wide recall: the episode log read around every candidate, in one msearch of ~320 searches ----
+
+WIDE_MEMORY = "hmem_" + "c" * 32
+
+
+def wide_corpus() -> list[SearchDocument]:
+    """240 episodes of six words, 200 of them saying "lantern" once (so every text score is the same
+    number in every engine, and the text signal's cut falls on the record ids), in observe batches of
+    four sharing a written_at."""
+    rng = random.Random(23)
+    docs = []
+    for n in range(1, 241):
+        words = [rng.choice(FILLERS) for _ in range(6)]
+        if n % 6:
+            words[rng.randrange(6)] = LANTERN
+        docs.append(SearchDocument(
+            tenant=TENANT, memory_id=WIDE_MEMORY, record_id=rid(1000 + n), chain_id=rid(1000 + n), type="episode",
+            status="active", attributes={"speaker": SPEAKERS[n % 3]}, valid_from=None, valid_to=None,
+            written_at=at((n - 1) // 4 * 10), invalidated_at=None, text=" ".join(words), embedding=unit(rng),
+        ))
+    return docs
+
+
+WIDE = wide_corpus()
+
+
+class CountingClient:
+    """The client, counting the searches of each msearch it sends."""
+
+    def __init__(self, client: Any) -> None:
+        self._client, self.msearches = client, []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def msearch(self, body: list[dict[str, Any]], **params: Any) -> Any:
+        self.msearches.append(len(body) // 2)
+        return self._client.msearch(body=body, **params)
+
+
+@pytest.fixture(scope="module", params=[b for b in SEARCH_BACKENDS if b != "embedded"])
+def wide(request: pytest.FixtureRequest) -> Iterator[tuple[SearchIndex, SearchIndex, CountingClient]]:
+    reference = EmbeddedSearchIndex(":memory:", model_id=MODEL, dimensions=DIMS)
+    reference.index(WIDE)
+    client = CountingClient(opensearch_client(request.param))
+    name = f"uhp-wide-{uuid.uuid4().hex[:12]}"
+    index = OpenSearchIndex(client, name, model_id=MODEL, dimensions=DIMS, refresh=True, replicas=0)
+    index.ensure_index()
+    index.index(WIDE)
+    yield reference, index, client
+    client.indices.delete(index=name, ignore=[404])
+    reference.close()
+
+
+@pytest.mark.parametrize("fields", [
+    {"text": LANTERN},
+    {"vector": list(WIDE[7].embedding or []), "text": LANTERN},
+    {"vector": list(WIDE[50].embedding or []), "text": LANTERN, "filters": NOT_CAROL},
+], ids=["text", "query + text", "query + text + filters"])
+def test_a_recall_read_around_every_candidate_ranks_alike(
+    wide: tuple[SearchIndex, SearchIndex, CountingClient], fields: dict[str, Any]
+) -> None:
+    """The default request over a memory of 240 episodes: about 160 candidate episodes, the log around
+    each read in one msearch of about 320 searches (ranking.py), then one exact similarity search."""
+    reference, index, client = wide
+    fields = {**fields, "filters": parse_filter(fields["filters"])} if "filters" in fields else fields
+    request = SearchRequest(TENANT, WIDE_MEMORY, limit=10, **fields)
+    sent = len(client.msearches)
+    assert_same_ranking(rank(reference, request), rank(index, request))
+    assert max(client.msearches[sent:]) >= 200  # the log around every candidate episode, in one msearch

@@ -1,8 +1,8 @@
 """What recall quality asks of every adapter beyond the SearchIndex contract (chosen on the LoCoMo
 dev set, bench/recall_locomo.py): relative score fusion that scores every candidate by both signals,
 and episode context, where an episode is read with the episodes logged around it. Run against the
-embedded engine and the OpenSearch adapter (over the in-process stand-in; a real cluster when
-OPENSEARCH_URL is set, as in test_search_index.py)."""
+embedded engine and the OpenSearch adapter (over the in-process stand-in, and on a real OpenSearch 2.19
+node, as in test_search_index.py)."""
 
 from __future__ import annotations
 

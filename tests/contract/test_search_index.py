@@ -3,8 +3,9 @@
 - `embedded`: sqlite3 + FTS5 + numpy, on disk (always);
 - `opensearch-fake`: the OpenSearch adapter over an in-process interpreter of the bodies it builds,
   which checks that those bodies mean what the embedded engine does (always);
-- `opensearch`: the OpenSearch adapter on a real cluster, when OPENSEARCH_URL is set (with
-  OPENSEARCH_AWS_REGION, requests are signed with SigV4 for OPENSEARCH_AWS_SERVICE, default "es").
+- `opensearch`: the OpenSearch adapter on a real OpenSearch 2.19 node (tests/opensearch_node.py), or
+  on the cluster at OPENSEARCH_URL (with OPENSEARCH_AWS_REGION, requests are signed with SigV4 for
+  OPENSEARCH_AWS_SERVICE, default "es").
 
 Vectors come from a deterministic bag-of-words embedder, so texts that share words are close.
 """

@@ -44,6 +44,7 @@ from uhp_memories.domain.memories import MemoryService, MemorySummary
 from uhp_memories.domain.models import CORE_TYPES, Caller, Checked, Page, RecordVersion, Snapshot
 from uhp_memories.domain.paths import PathCondition, PathConflict, PathEntry, check_directory, check_path
 from uhp_memories.domain.timefmt import format_ms, parse_instant
+from uhp_memories.domain.types import check_stated_type
 
 logger = logging.getLogger(__name__)
 TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_][a-z0-9_\-]*)*$")
@@ -208,6 +209,7 @@ class RecordService:
         ahead = embed_ahead(self._index, [record]) if _text_known_early([given]) else None
         access.require(memory_id, "write")
         self._check_input(given)
+        check_stated_type(given.type)
         record = self._typed(record)
         record = record.evolve(origin=terms.origin)
         if _is_file(given.content):
