@@ -96,7 +96,7 @@ async def test_the_run_names_its_session_memory_through_the_header_binding(
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
         if not any(isinstance(m, ModelResponse) for m in messages):
-            args = {"type": "preference", "content": "Bob takes his tea black."}
+            args = {"type": "fact", "content": "Bob takes his tea black."}
             yield {0: DeltaToolCall(name="memory_remember", json_args=json.dumps(args), tool_call_id="call-remember")}
         else:
             (returned,) = _tool_returns(messages)

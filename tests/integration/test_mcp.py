@@ -163,7 +163,7 @@ def test_remember_without_a_memory_writes_to_the_default_attachment(
            {"memory_id": mine["id"], "access": "write", "default": True})
     harness = make_client("harness:mcp_default")
 
-    failed, written = call(harness, "memory_remember", {"type": "preference", "content": "Alice likes green tea."})
+    failed, written = call(harness, "memory_remember", {"type": "fact", "content": "Alice likes green tea."})
     assert not failed, written
     assert written["record"]["memory_id"] == mine["id"]
     assert written["record"]["written_by"] == {"kind": "harness", "id": "mcp_default"}

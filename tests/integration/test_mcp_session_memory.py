@@ -56,7 +56,7 @@ def test_a_writable_session_memory_is_added_and_takes_unaddressed_writes(
             (shared["id"], {"access": "write", "default": False}),
             (person["id"], {"access": "write", "default": True}),
         ]
-        written = answer(await mcp.call_tool("memory_remember", {"type": "preference", "content": "Green tea."}))
+        written = answer(await mcp.call_tool("memory_remember", {"type": "fact", "content": "Green tea."}))
         assert written["record"]["memory_id"] == person["id"]
         assert written["record"]["written_by"] == {"kind": "harness", "id": "sess_rw"}
         recalled = answer(await mcp.call_tool("memory_recall", {"memory_id": person["id"], "text": "tea"}))

@@ -29,10 +29,13 @@ def test_readme_walkthrough_runs_as_written(persistent: bool, tmp_path: Path) ->
                                 timeout=120)
         assert answer.returncode == 0, answer.stderr
         statuses = re.findall(r" -> (\d{3})$", answer.stdout, re.M)
-        # grant, snapshot, the stale revise, history, as_of, Bob's write, Mallory's read
-        assert statuses == ["201", "201", "409", "200", "200", "403", "404"]
+        # grant, snapshot, the stale revise, history, as_of, Bob's write, Mallory's read, the harness's list
+        # before it is attached, the attach, the harness's write
+        assert statuses == ["201", "201", "409", "200", "200", "403", "404", "404", "200", "201"]
         assert re.findall(r" -> (\d{3})$", answer.stderr, re.M) == ["201", "201", "200"]  # create, remember, revise
-        grant, snapshot, conflict, history, as_of, forbidden, hidden = _answers(answer.stdout)
+        grant, snapshot, conflict, history, as_of, forbidden, hidden, unattached, attached, agents = _answers(
+            answer.stdout
+        )
         assert grant["principal"] == "user:bob"
         assert snapshot["name"] == "before-call"
         assert conflict["error"]["code"] == "memory_conflict"
@@ -48,6 +51,10 @@ def test_readme_walkthrough_runs_as_written(persistent: bool, tmp_path: Path) ->
         ]
         assert forbidden["error"]["code"] == "memory_forbidden"
         assert hidden["error"]["code"] == "memory_not_found"
+        assert unattached["error"]["code"] == "memories_not_attached"
+        memory_id = history["data"][0]["memory_id"]
+        assert attached["memories"] == [{"memory_id": memory_id, "access": "write", "default": True}]
+        assert (agents["memory_id"], agents["written_by"]) == (memory_id, {"kind": "harness", "id": "chrn_41c0"})
     finally:
         assert server.stop() == 0
 

@@ -95,6 +95,21 @@ def test_a_type_the_server_does_not_know_is_carried_unchanged(alice: Client) -> 
     assert error_code(refused) == "memory_unsupported"
 
 
+def test_an_unprefixed_type_that_is_not_a_core_type_is_refused_with_the_core_types(alice: Client) -> None:
+    """§4.1/§8: any type beyond the core ones is an extension, named x.<name>. "facts" is a typo of a
+    core type and "preference" a type no reader asks for; both were stored with 201 (issue 28)."""
+    memory = alice.create_memory()
+    for name, hint in (("facts", "did you mean 'fact'?"), ("preference", "")):
+        refused = alice.post(f"/v1/memories/{memory['id']}/records", {"type": name, "content": "Green tea."})
+        assert refused.status_code == 422, refused.text
+        assert error_code(refused) == "memory_invalid"
+        message = refused.json()["error"]["message"]
+        assert "episode, fact, note, procedure, link" in message
+        assert "x.<name>" in message
+        assert hint in message
+    assert alice.get(f"/v1/memories/{memory['id']}/records").json()["data"] == []
+
+
 def test_reschedule_appends_a_version_keeps_the_length_and_conflicts_on_a_stale_version(
     alice: Client, make_client: ClientFactory
 ) -> None:

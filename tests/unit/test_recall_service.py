@@ -552,8 +552,8 @@ def test_a_request_that_asks_for_nothing_is_refused_saying_what_to_send(
 def test_fields_alone_ask_for_something_and_list_the_newest(rig: Rig) -> None:
     sales = rig.memory("Sales")
     rig.remember(sales, "Acme renews in March")
-    rig.remember(sales, "Globex prefers email", "preference")
-    by_type = rig.recall(ALICE, sales.id, types=("preference",))
+    rig.remember(sales, "Globex prefers email", "x.crm.preference")
+    by_type = rig.recall(ALICE, sales.id, types=("x.crm.preference",))
     assert contents(by_type) == ["Globex prefers email"]
     assert (by_type.results[0].why, by_type.results[0].score, by_type.abstain) == (("filters",), 1.0, False)
     blank_query = rig.recall(ALICE, sales.id, query="", types=("fact",))  # as a harness with no input asks
@@ -653,8 +653,8 @@ def test_the_limit_bounds_the_fused_ranking_across_depth(rig: Rig) -> None:
 def test_types_narrow_the_results(rig: Rig) -> None:
     sales = rig.memory("Sales")
     rig.remember(sales, "renewal fact", "fact")
-    rig.remember(sales, "renewal preference", "preference")
-    assert contents(rig.recall(ALICE, sales.id, text="renewal", types=("preference",))) == ["renewal preference"]
+    rig.remember(sales, "renewal preference", "x.crm.preference")
+    assert contents(rig.recall(ALICE, sales.id, text="renewal", types=("x.crm.preference",))) == ["renewal preference"]
 
 
 # -- every hit read back from the record repository ----------------------------------------------

@@ -22,11 +22,15 @@ memory, walk to children (`depth` is refused), change content, type, time or ref
 forget or erase. The caller's privileges are checked on every call as on any other route.
 
 A record whose type the server does not know is carried unchanged and never refused on read (§4.1):
-its attributes are free-form, as a core type's are.
+its attributes are free-form, as a core type's are. What a caller may state for a new record is
+narrower (`check_stated_type`): a core type, or an extension named `x.<name>` (registered or not);
+an unprefixed name that is not a core type (`facts`, `preference`) is a mistake, refused with the
+core types, rather than a type no reader will ask for.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import re
@@ -37,7 +41,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import MemoryConflict, MemoryForbidden, MemoryInvalid
 from uhp_memories.domain.models import CORE_TYPES, Caller, Checked
-from uhp_memories.domain.queries import PLACEHOLDER, check_recall_template
 from uhp_memories.domain.timefmt import parse_instant
 
 if TYPE_CHECKING:  # imported when first used: only writes of typed records pay for jsonschema (~130 ms)
@@ -110,6 +113,23 @@ class TypeRepository(Protocol):
 
 class TypeVersionTaken(Exception):
     pass
+
+
+# -- the type a new record states ---------------------------------------------------------------------
+
+
+def check_stated_type(type_name: str) -> None:
+    """A new record's type is a core type (§4.1) or an extension (§8: any other type carries the `x.`
+    prefix), registered or not; anything else is 422 `memory_invalid` naming the core types. Only what a
+    caller states is checked: a stored record of an unknown type is read, revised and forgotten as it is."""
+    if type_name in CORE_TYPES or type_name.startswith(EXTENSION_PREFIX):
+        return
+    close = difflib.get_close_matches(type_name, CORE_TYPES, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise MemoryInvalid(
+        f"unknown type {type_name!r}{hint}: a record's type is a core type ({', '.join(CORE_TYPES)}) or an "
+        "extension named x.<name>, such as x.calendar.event (GET /v1/memories/types lists them)"
+    )
 
 
 # -- validation ---------------------------------------------------------------------------------------
@@ -318,6 +338,9 @@ def _string(value: Any, what: str, limit: int) -> str:
 
 
 def _operation(raw: Any, properties: Mapping[str, Any]) -> Operation:
+    # Imported here: queries reaches records (through recall), which checks a stated type with this module.
+    from uhp_memories.domain.queries import PLACEHOLDER, check_recall_template
+
     if not isinstance(raw, dict):
         raise MemoryInvalid("an operation is an object: {name, description, input, requires, set | recall}")
     unknown = set(raw) - {"name", "description", "input", "requires", "set", "recall"}
