@@ -5,10 +5,12 @@ document); its body is handed as it came to the official MCP SDK (uhp_memories.m
 answer goes back as it is. The headers go with it: `x-uhp-memory` names the session's memory (§9),
 checked there against the caller's privileges before the SDK runs."""
 
+import json
+
 from aws_lambda_powertools.event_handler import Response
 
 from uhp_memories.api.app import caller_of, make_handler, make_resolver
-from uhp_memories.mcp import server
+from uhp_memories.mcp import server, tools
 
 app = make_resolver()
 
@@ -52,4 +54,23 @@ def handle_mcp():  # the body is JSON-RPC, read and answered by the MCP SDK
     return Response(status_code=answer.status, content_type=content_type, body=answer.body.decode(), headers=headers)
 
 
-lambda_handler = make_handler(app)
+# The tools whose call may write: those that write, and memory_operate, whose operations may (it is
+# offered to readers too, so it is not marked as writing).
+WRITING_TOOLS = frozenset({t.name for t in tools.TOOLS if t.writes} | {"memory_operate"})
+
+
+def may_write(event: dict) -> bool:
+    """Whether an MCP request may write, for its Idempotency-Key (api/app.py make_handler): a
+    tools/call of a tool that may. Every other request (tools/list, a read tool) is run each time,
+    never answered from a kept answer, so a replay reads with the caller's access as it is now."""
+    try:
+        message = json.loads(event.get("body") or "null")
+    except ValueError:
+        return False
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return False
+    params = message.get("params")
+    return isinstance(params, dict) and params.get("name") in WRITING_TOOLS
+
+
+lambda_handler = make_handler(app, writes=may_write)

@@ -33,8 +33,9 @@ MAIN_TABLE_ACTIONS = (
 )
 # What Powertools' DynamoDBPersistenceLayer does.
 IDEMPOTENCY_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
-# What erase does to kept responses: scan for the erased ids, delete what names them.
-IDEMPOTENCY_PURGE_ACTIONS = ("dynamodb:Scan", "dynamodb:DeleteItem")
+# What erase does to kept responses: scan for the erased ids, delete what names them, and take them
+# out of the write markers that name them (adapters/dynamodb/idempotency.py).
+IDEMPOTENCY_PURGE_ACTIONS = ("dynamodb:Scan", "dynamodb:DeleteItem", "dynamodb:UpdateItem")
 KEYS_TABLE_ACTIONS = ("dynamodb:GetItem",)
 LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
 

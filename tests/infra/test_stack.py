@@ -36,7 +36,7 @@ MAIN = {
     "dynamodb:ConditionCheckItem",
 }
 IDEMPOTENCY = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
-IDEMPOTENCY_PURGE = {"dynamodb:Scan", "dynamodb:DeleteItem"}
+IDEMPOTENCY_PURGE = {"dynamodb:Scan", "dynamodb:DeleteItem", "dynamodb:UpdateItem"}
 FILES = {"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}
 FILES_PURGE = {"s3:DeleteObject", "s3:DeleteObjectVersion"}
 SEARCH = {"es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"}

@@ -4,7 +4,9 @@ tenant, the principal, the method and the path."""
 
 from __future__ import annotations
 
+import json
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -438,3 +440,237 @@ def test_an_answer_too_large_to_keep_is_still_answered(alice: Client) -> None:
         assert again.status_code == 409, again.text[:200]
         assert error_code(again) == "idempotency_in_progress"
     assert record_count(alice, memory["id"]) == 1
+
+
+# -- a write happens once per key, whatever became of its answer (issue 27) ---------------------
+
+
+@pytest.fixture
+def in_progress_expires_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Powertools holds a key "in progress" for the Lambda's remaining time (29 s behind API Gateway);
+    a retry after that ran the request again. Here it expires at once, so a retry comes after it."""
+    from uhp_memories.local import gateway as gateway_module
+
+    monkeypatch.setattr(gateway_module.LambdaContext, "get_remaining_time_in_millis", lambda self: 1)
+
+
+@pytest.fixture
+def answers_not_kept(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Keeping an answer fails, as it does for one too large to keep or when the process is killed
+    between the commit and the keeping. Lists the keys whose answer was dropped."""
+    from uhp_memories.adapters.dynamodb.idempotency import PackedDynamoDBPersistenceLayer
+
+    dropped: list[str] = []
+
+    def fail(self: Any, data_record: Any) -> None:
+        dropped.append(data_record.idempotency_key)
+        raise RuntimeError("the answer could not be kept")
+
+    monkeypatch.setattr(PackedDynamoDBPersistenceLayer, "_update_record", fail)
+    return dropped
+
+
+def _upload(client: Client, key: str) -> requests.Response:
+    """A multipart upload, the same bytes each time (as a client's retry resends them)."""
+    body = (b'--b0undary\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n'
+            b"Content-Type: text/plain\r\n\r\nbytes\r\n--b0undary--\r\n")
+    return client.session.post(client.base_url + "/v1/files", data=body, timeout=30, headers={
+        "x-api-key": client.key, "Idempotency-Key": key, "Content-Type": "multipart/form-data; boundary=b0undary"})
+
+
+# Every kind of write: (name, how to arrange it, then the write itself as (method, path, body)).
+WRITES: dict[str, Callable[[Client], tuple[str, str, Any]]] = {
+    "remember": lambda c: ("POST", f"/v1/memories/{c.create_memory()['id']}/records",
+                           {"type": "fact", "content": "x"}),
+    "observe": lambda c: ("POST", f"/v1/memories/{c.create_memory()['id']}/observe",
+                          {"episodes": [{"content": "one"}, {"content": "two"}]}),
+    "create a memory": lambda c: ("POST", "/v1/memories", {"name": "once"}),
+    "create a child": lambda c: ("POST", "/v1/memories", {"name": "child", "parent_id": c.create_memory()["id"]}),
+    "grant": lambda c: ("POST", f"/v1/memories/{c.create_memory()['id']}/grants",
+                        {"principal": "user:bob", "privileges": ["read"]}),
+    "revoke": lambda c: (lambda m: ("DELETE", f"/v1/memories/{m}/grants/{c.grant(m, 'user:bob', 'read')['id']}",
+                                    None))(c.create_memory()["id"]),
+    "revise": lambda c: (lambda m: ("PATCH", f"/v1/memories/{m}/records/{c.remember(m)['id']}", {"content": "v2"}))(
+        c.create_memory()["id"]),
+    "forget": lambda c: (lambda m: ("DELETE", f"/v1/memories/{m}/records/{c.remember(m)['id']}", None))(
+        c.create_memory()["id"]),
+    "snapshot": lambda c: ("POST", f"/v1/memories/{c.create_memory()['id']}/snapshots", {"name": "s"}),
+    "rename": lambda c: ("PUT", f"/v1/memories/{c.create_memory()['id']}", {"name": "renamed"}),
+    "define a query": lambda c: ("PUT", f"/v1/memories/{c.create_memory()['id']}/queries/q1",
+                                 {"description": "by text", "body": {"text": "{{words}}"},
+                                  "params": {"type": "object", "properties": {"words": {"type": "string"}}}}),
+    "attach": lambda c: ("PUT", "/v1/harnesses/h_once/memories",
+                         {"memories": [{"memory_id": c.create_memory()["id"], "access": "write", "default": True}]}),
+    "consolidate": lambda c: (lambda m: (c.remember(m, "same"), c.remember(m, "same"),
+                                         ("POST", f"/v1/memories/{m}/consolidations", {}))[-1])(
+        c.create_memory()["id"]),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+def test_a_retry_of_a_write_whose_answer_was_not_kept_writes_nothing(
+    alice: Client, local_aws: LocalAws, in_progress_expires_at_once: None, answers_not_kept: list[str], write: str
+) -> None:
+    """The write committed and its answer was lost (too large to keep, the process killed after the
+    commit): the in-progress mark expires and the retry ran the write again. Now the write's own
+    transaction holds the key's marker: the retry is answered from it, 409 idempotency_key_committed
+    with the ids written, and writes nothing."""
+    method, path, body = WRITES[write](alice)
+    key = new_key()
+    first = alice.request(method, path, body, headers=key_header(key))
+    assert first.status_code in (200, 201), first.text
+    assert answers_not_kept, "the answer was kept: the test arranged nothing"
+    items = tenant_item_bodies(local_aws, alice.tenant)
+    for _ in range(2):
+        again = alice.request(method, path, body, headers=key_header(key))
+        assert again.status_code == 409, again.text
+        assert error_code(again) == "idempotency_key_committed"
+        written = again.json()["error"]["written_ids"]
+        assert written, again.text
+        assert any(i in first.text or i in path for i in written), (written, first.text)
+        assert tenant_item_bodies(local_aws, alice.tenant) == items, "the retry wrote"
+    other = alice.request(method, path, {"other": "body"} if body is not None else {"x": 1}, headers=key_header(key))
+    assert other.status_code == 422, other.text
+    assert error_code(other) == "idempotency_key_reused"
+
+
+def test_an_upload_is_written_once_per_key(
+    alice: Client, local_aws: LocalAws, in_progress_expires_at_once: None, answers_not_kept: list[str]
+) -> None:
+    key = new_key()
+    first = _upload(alice, key)
+    assert first.status_code == 201, first.text
+    items = tenant_item_bodies(local_aws, alice.tenant)
+    again = _upload(alice, key)
+    assert (again.status_code, error_code(again)) == (409, "idempotency_key_committed"), again.text
+    assert again.json()["error"]["written_ids"] == [first.json()["id"]]
+    assert tenant_item_bodies(local_aws, alice.tenant) == items
+
+
+def test_two_attempts_at_once_commit_once(
+    alice: Client, local_aws: LocalAws, in_progress_expires_at_once: None, answers_not_kept: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The second attempt looked for a marker before the first committed (so it runs), and commits
+    after it: its transaction carries the marker on the condition that none is there, so it fails
+    whole, and is answered as a retry is."""
+    from uhp_memories.adapters.dynamodb.idempotency import WriteKey
+
+    memory = alice.create_memory()
+    path = f"/v1/memories/{memory['id']}/records"
+    body = {"type": "fact", "content": "raced"}
+    key = new_key()
+    first = alice.post(path, body, headers=key_header(key))
+    assert first.status_code == 201, first.text
+    items = tenant_item_bodies(local_aws, alice.tenant)
+    real_find = WriteKey.find
+    looked: list[str] = []
+
+    def not_yet_the_first_time(self: WriteKey, client: Any) -> Any:
+        looked.append(self.id)
+        return None if len(looked) == 1 else real_find(self, client)
+
+    monkeypatch.setattr(WriteKey, "find", not_yet_the_first_time)
+    second = alice.post(path, body, headers=key_header(key))
+    assert len(looked) >= 2, "the second attempt never reached its commit"
+    assert (second.status_code, error_code(second)) == (409, "idempotency_key_committed"), second.text
+    assert second.json()["error"]["written_ids"] == [first.json()["id"], memory["id"]]
+    assert tenant_item_bodies(local_aws, alice.tenant) == items
+    assert record_count(alice, memory["id"]) == 1
+
+
+def test_50_episodes_of_100_kb_retried_are_50_records(alice: Client, local_aws: LocalAws,
+                                                      in_progress_expires_at_once: None) -> None:
+    """An answer of 5 MB is kept in parts (a DynamoDB item holds 400 KB): the retry, after the
+    in-progress mark expired, is answered the first answer, and the memory holds 50 records, not 100."""
+    memory = alice.create_memory()
+    body = {"episodes": [{"content": secrets.token_hex(50 * 1024)} for _ in range(50)]}
+    key = new_key()
+    path = f"/v1/memories/{memory['id']}/observe"
+    first = alice.post(path, body, headers=key_header(key))
+    assert first.status_code == 200, first.text[:300]
+    assert len(first.json()["records"]) == 50
+    items = tenant_items(local_aws, alice.tenant)
+    again = alice.post(path, body, headers=key_header(key))
+    assert again.status_code == 200, again.text[:300]
+    assert again.content == first.content
+    assert tenant_items(local_aws, alice.tenant) == items
+    assert record_count(alice, memory["id"]) == 50
+    # Erase takes the kept answer with it, every part.
+    erased = alice.post(f"/v1/memories/{memory['id']}/erase", {"record_ids": [first.json()["records"][7]["id"]]})
+    assert erased.status_code == 200, erased.text
+    assert not [i for i in idempotency_items(local_aws) if "#part" in i["id"]["S"] or
+                first.json()["records"][7]["id"] in i.get("data", {}).get("S", "")]
+
+
+def idempotency_items(local_aws: LocalAws) -> list[dict[str, Any]]:
+    assert local_aws.container is not None
+    client = local_aws.container.dynamodb
+    found: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"TableName": local_aws.settings.idempotency_table_name}
+    while True:
+        page = client.scan(**kwargs)
+        found.extend(page.get("Items", []))
+        if "LastEvaluatedKey" not in page:
+            return found
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def test_a_write_marker_holds_ids_never_content(alice: Client, local_aws: LocalAws) -> None:
+    memory = alice.create_memory()
+    secret = "marker-secret-" + secrets.token_hex(4)
+    record = alice.post(f"/v1/memories/{memory['id']}/records", {"type": "note", "content": secret,
+                        "path": f"notes/{secret}.md"}, headers=key_header(new_key()))
+    assert record.status_code == 201, record.text
+    markers = [i for i in idempotency_items(local_aws) if i["id"]["S"].startswith("write#")
+               and record.json()["id"] in str(i)]
+    assert len(markers) == 1
+    assert secret not in json.dumps(markers[0])
+    assert [v["S"] for v in markers[0]["written"]["L"]] == [record.json()["id"], memory["id"]]
+
+
+# -- a read is never replayed ----------------------------------------------------------------------
+
+
+def test_a_recall_replayed_after_its_grant_was_revoked_is_refused(alice: Client, bob: Client) -> None:
+    """A recall's answer was kept like a write's, and replayed the content for 24 h after bob lost
+    his grant. A read's answer is never kept: with the same key it runs again, with bob's access now."""
+    memory = alice.create_memory()
+    alice.remember(memory["id"], "the launch is on Friday")
+    grant = alice.grant(memory["id"], "user:bob", "read")
+    key = new_key()
+    path = f"/v1/memories/{memory['id']}/recall"
+    first = bob.post(path, {"text": "launch"}, headers=key_header(key))
+    assert first.status_code == 200, first.text
+    assert "Friday" in first.text
+    assert alice.delete(f"/v1/memories/{memory['id']}/grants/{grant['id']}").status_code == 200
+    replay = bob.post(path, {"text": "launch"}, headers=key_header(key))
+    assert replay.status_code == 404, replay.text
+    assert error_code(replay) == "memory_not_found"
+    assert "Friday" not in replay.text
+    # The other reads a POST carries run again too.
+    for read, read_body in ((f"/v1/memories/{memory['id']}/grep", {"pattern": "Friday"}),
+                            (f"/v1/memories/{memory['id']}/query",
+                             {"language": "cypher", "statement": "MATCH (n) RETURN n"})):
+        assert bob.post(read, read_body, headers=key_header(key)).status_code == 404
+
+
+def test_an_mcp_recall_replayed_after_its_grant_was_revoked_is_refused(
+    alice: Client, make_client: ClientFactory
+) -> None:
+    memory = alice.create_memory()
+    alice.remember(memory["id"], "the launch is on Friday")
+    alice.attach("h_replay", memory["id"], access="read")
+    harness = make_client("harness:h_replay")
+    key = new_key()
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "memory_recall", "arguments": {"memory_id": memory["id"], "text": "launch"}}}
+    headers = {"x-api-key": harness.key, "Idempotency-Key": key, "Accept": "application/json, text/event-stream"}
+    first = harness.session.post(harness.base_url + "/mcp", json=call, headers=headers, timeout=30)
+    assert first.status_code == 200, first.text
+    assert "Friday" in first.text
+    grants = alice.get(f"/v1/memories/{memory['id']}/grants").json()["data"]
+    (harness_grant,) = [g for g in grants if g["principal"] == "harness:h_replay"]
+    assert alice.delete(f"/v1/memories/{memory['id']}/grants/{harness_grant['id']}").status_code == 200
+    replay = harness.session.post(harness.base_url + "/mcp", json=call, headers=headers, timeout=30)
+    assert "Friday" not in replay.text, replay.text

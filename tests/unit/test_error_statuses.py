@@ -38,6 +38,7 @@ ANSWERED = {
     "WriteContended": 503,  # writes to one memory's files kept colliding (docs/file-memory.md)
     "QueryNotEmbedded": 503,
     "RequestTooLarge": 413,  # a body past what a Lambda invocation carries (api/json_limits.py)
+    "WriteKeyTaken": 409,  # a retry whose Idempotency-Key already wrote (adapters/dynamodb/idempotency.py)
 }
 
 

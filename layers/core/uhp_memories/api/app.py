@@ -25,7 +25,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
 from uhp_memories import bootstrap, deadlines
-from uhp_memories.adapters.dynamodb.idempotency import PackedDynamoDBPersistenceLayer
+from uhp_memories.adapters.dynamodb.idempotency import (
+    PackedDynamoDBPersistenceLayer,
+    WriteKey,
+    WriteKeyTaken,
+    writing_under,
+)
 from uhp_memories.adapters.dynamodb.table import Contended
 from uhp_memories.api import json_limits
 from uhp_memories.api.errors import (
@@ -73,6 +78,12 @@ def make_resolver() -> APIGatewayRestResolver:
     @app.exception_handler(DomainError)
     def handle_domain_error(error: DomainError) -> Response:
         return domain_error_response(error)
+
+    @app.exception_handler(WriteKeyTaken)
+    def handle_write_key_taken(error: WriteKeyTaken) -> Response:
+        # Another attempt with this Idempotency-Key committed first: this one wrote nothing.
+        answer = _already_written(app.current_event.raw_event, error)
+        return Response(status_code=answer["statusCode"], content_type=JSON, body=answer["body"])
 
     @app.exception_handler(SearchUnavailable)
     def handle_search_unavailable(error: SearchUnavailable) -> Response:
@@ -151,8 +162,9 @@ def respond(model: BaseModel | dict[str, Any], status: int = 200) -> Response:
 
 
 class _ServerFailure(Exception):
-    """Carries a 5xx answer out of the idempotent call, so Powertools does not keep it: a retry with
-    the same key must run again, not replay a failure."""
+    """Carries an answer out of the idempotent call, so Powertools does not keep it: a 5xx (a retry
+    with the same key must run again, not replay a failure), or a refusal of another body under a key
+    that wrote (the key's own body must still get its answer)."""
 
     def __init__(self, answer: dict[str, Any]) -> None:
         super().__init__("server failure")
@@ -161,6 +173,13 @@ class _ServerFailure(Exception):
 
 # The routes whose body may be multipart/form-data (a file upload): (method, resource path).
 MULTIPART_ROUTES = frozenset((route.method, route.path) for route in ROUTES if route.multipart)
+# The POSTs that only read (recall, queries, grep): an Idempotency-Key keeps nothing of theirs.
+READING_ROUTES = frozenset((route.method, route.path) for route in ROUTES if route.reads)
+
+
+def writes_by_route(event: dict[str, Any]) -> bool:
+    """Whether a request may write, by its route: every POST, PUT, PATCH and DELETE but the reads."""
+    return (event.get("httpMethod"), event.get("resource")) not in READING_ROUTES
 
 
 def _normalize_event(event: dict[str, Any]) -> dict[str, Any]:
@@ -233,16 +252,65 @@ def _json_rpc_refusal(text: str, refused: MemoryInvalid) -> dict[str, Any]:
     return {"statusCode": 200, "headers": {"Content-Type": JSON}, "body": json.dumps(body), "isBase64Encoded": False}
 
 
-def make_handler(app: APIGatewayRestResolver) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+def _write_key(event: dict[str, Any], settings: Any) -> WriteKey:
+    """The request's write key: the kept answer's scope (IDEMPOTENCY_KEY_PATH) and its body."""
+    context = (event.get("requestContext") or {}).get("authorizer") or {}
+    scope = [context.get("tenant"), context.get("principal"), event.get("httpMethod"), event.get("path"),
+             event["headers"].get(IDEMPOTENCY_HEADER)]
+    return WriteKey.of(settings.idempotency_table_name, scope, event.get("body"), settings.idempotency_seconds)
+
+
+def _already_written(event: dict[str, Any], error: WriteKeyTaken) -> dict[str, Any]:
+    """The answer to a retry whose key wrote before and whose answer was not kept: 409
+    idempotency_key_committed with the ids written; over MCP, the tool's error result, as any
+    refusal of a tool is answered."""
+    refusal = {"error": {"code": error.code, "message": error.message, **error.details}}
+    if event.get("resource") != MCP_PATH:
+        return {"statusCode": status_of(error.code), "headers": {"Content-Type": JSON},
+                "body": json.dumps(refusal), "isBase64Encoded": False}
+    try:
+        request_id = json.loads(event.get("body") or "null").get("id")
+    except (ValueError, AttributeError):
+        request_id = None
+    result = {"content": [{"type": "text", "text": json.dumps(refusal, separators=(",", ":"))}], "isError": True}
+    return {"statusCode": 200, "headers": {"Content-Type": JSON}, "isBase64Encoded": False,
+            "body": json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})}
+
+
+def _resolve_under_write_key(app: APIGatewayRestResolver, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Resolve an idempotent request under its write key, unless an attempt before this one wrote
+    and left no kept answer (killed after its commit, its answer lost): that is answered from the
+    key's marker, and nothing runs again."""
+    container = bootstrap.container()
+    write = _write_key(event, container.settings)
+    marker = write.find(container.dynamodb)
+    if marker is not None and marker.payload != write.payload:
+        raise _ServerFailure(error_dict(
+            422, "idempotency_key_reused", "this Idempotency-Key was already used with a different request body"
+        ))
+    if marker is not None:
+        return _already_written(event, WriteKeyTaken(marker.written))
+    with writing_under(write):
+        return app.resolve(event, context)
+
+
+def make_handler(
+    app: APIGatewayRestResolver, writes: Callable[[dict[str, Any]], bool] = writes_by_route
+) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """The Lambda entry point for one function: plain resolution, or idempotent resolution when a
-    write carries an Idempotency-Key."""
+    request that may write (`writes`: by its route; MCP says by its tool) carries an Idempotency-Key.
+
+    Idempotent resolution keeps the answer (Powertools), and runs the request under its write key
+    (adapters/dynamodb/idempotency.py): a retry of a request that wrote is answered from the answer
+    kept, else from the key's marker, and never writes again. A read's answer is never kept: a
+    replay would answer what the caller may no longer read (a recall after its grant was revoked)."""
     idempotent_resolvers: dict[int, Callable[[dict[str, Any], Any], dict[str, Any]]] = {}
     building = threading.Lock()
     # The answer the request on this thread produced, for when the store cannot keep it.
     produced = threading.local()
 
     def resolve_or_raise(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        answer = app.resolve(event, context)
+        answer = _resolve_under_write_key(app, event, context)
         if answer.get("statusCode", 500) >= 500:
             raise _ServerFailure(answer)
         produced.answer = answer
@@ -275,7 +343,7 @@ def make_handler(app: APIGatewayRestResolver) -> Callable[[dict[str, Any], Any],
         if refused is not None:
             return refused  # before the idempotency store: a refused request is never kept
         key = event["headers"].get(IDEMPOTENCY_HEADER)
-        if event.get("httpMethod") not in WRITE_METHODS or not key:
+        if event.get("httpMethod") not in WRITE_METHODS or not key or not writes(event):
             return app.resolve(event, context)
         if len(key) > 255:
             return error_dict(422, "memory_invalid", "Idempotency-Key is at most 255 characters")

@@ -29,6 +29,7 @@ HTTP_STATUS: dict[str, int] = {
     "file_not_found": 404,
     "memory_conflict": 409,
     "memory_busy": 409,
+    "idempotency_key_committed": 409,  # a retry whose key already wrote, its answer not kept (docs/decisions.md)
     "request_too_large": 413,
     "memory_invalid": 422,
     "memory_unsupported": 422,

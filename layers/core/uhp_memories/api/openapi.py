@@ -23,8 +23,9 @@ ERROR_STATUSES = {
     "401": "Missing or unknown API key (unauthenticated)",
     "403": "The caller sees the memory and lacks the privilege (memory_forbidden)",
     "404": "No such memory or record, or one the caller may not see",
-    "409": "Stale version (memory_conflict), a run holds the memory (memory_busy), or a request with this "
-    "Idempotency-Key is still running (idempotency_in_progress)",
+    "409": "Stale version (memory_conflict), a run holds the memory (memory_busy), a request with this "
+    "Idempotency-Key is still running (idempotency_in_progress), or already wrote and its answer was not kept "
+    "(idempotency_key_committed, with written_ids)",
     "413": "A body larger than 6 MB (request_too_large)",
     "422": "Invalid fields, limits, JSON nested too deep, an unknown query parameter, or an unsupported operation "
     "(memory_invalid, memory_unsupported, idempotency_key_reused)",

@@ -16,6 +16,9 @@ class Route:
     path: str  # API Gateway resource path, with {params}
     # Takes a multipart/form-data body (a file upload); every other body of the API is JSON.
     multipart: bool = False
+    # A POST that only reads (a body too large for a query string): an Idempotency-Key does not keep
+    # its answer, which would replay what the caller may no longer read (api/app.py make_handler).
+    reads: bool = False
 
 
 M = "/v1/memories/{memory_id}"
@@ -42,14 +45,14 @@ ROUTES: tuple[Route, ...] = (
     Route("records", "GET", R + "/history"),
     Route("tree", "GET", M + "/paths"),
     Route("tree", "GET", M + "/changes"),
-    Route("tree", "POST", M + "/grep"),
+    Route("tree", "POST", M + "/grep", reads=True),
     Route("snapshots", "POST", M + "/snapshots"),
     Route("snapshots", "GET", M + "/snapshots"),
-    Route("recall", "POST", M + "/recall"),
+    Route("recall", "POST", M + "/recall", reads=True),
     Route("queries", "GET", M + "/queries"),
     Route("queries", "PUT", M + "/queries/{name}"),
-    Route("queries", "POST", M + "/queries/{name}"),
-    Route("queries", "POST", M + "/query"),
+    Route("queries", "POST", M + "/queries/{name}", reads=True),
+    Route("queries", "POST", M + "/query", reads=True),
     Route("observe", "POST", M + "/observe"),
     Route("jobs", "GET", M + "/jobs/{job_id}"),
     Route("erase", "POST", M + "/erase"),

@@ -8,6 +8,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from uhp_memories.adapters.dynamodb import idempotency
 from uhp_memories.adapters.dynamodb.items import from_dynamo, to_dynamo
 
 TRANSACTION_MAX_ITEMS = 100
@@ -103,21 +104,45 @@ class DynamoTable:
             kwargs["ExclusiveStartKey"] = last
 
     def transact(self, operations: Sequence[dict[str, Any]]) -> None:
-        """Run write operations as one transaction; ConditionFailed if any condition fails."""
+        """Run write operations as one transaction; ConditionFailed if any condition fails.
+
+        In an idempotent request (adapters/dynamodb/idempotency.py), the first transaction that
+        commits also puts the request's write marker, on the condition that none is there: a retry of
+        a request that wrote cannot write again, and a transaction whose marker is taken raises
+        WriteKeyTaken (nothing written). A transaction already holding DynamoDB's 100 items puts its
+        marker alone right after it commits (a crash between the two writes again, as without a key)."""
         if len(operations) > TRANSACTION_MAX_ITEMS:
             raise ValueError("a transaction holds at most 100 items")
+        key = idempotency.pending()
+        marked = key is not None and len(operations) < TRANSACTION_MAX_ITEMS
+        items = [*operations, key.marker_op(operations)] if key is not None and marked else list(operations)
         try:
-            self.client.transact_write_items(TransactItems=list(operations))
+            self.client.transact_write_items(TransactItems=items)
         except ClientError as error:
             if error.response["Error"]["Code"] == "TransactionCanceledException":
                 reasons = error.response.get("CancellationReasons", [])
                 codes = [r.get("Code") for r in reasons]
+                if key is not None and marked and (codes[-1:] == ["ConditionalCheckFailed"] or not reasons):
+                    if not reasons and key.find(self.client) is None:
+                        raise ConditionFailed(str(error)) from None
+                    raise key.taken(self.client) from None
                 if "ConditionalCheckFailed" in codes or not reasons:
                     failed = frozenset(i for i, code in enumerate(codes) if code == "ConditionalCheckFailed")
                     raise ConditionFailed(str(error), failed) from None
                 if "TransactionConflict" in codes:
                     raise Contended(str(error)) from None
             raise
+        if key is not None:
+            if not marked:
+                self._mark_after(key, operations)
+            key.committed = True
+
+    def _mark_after(self, key: idempotency.WriteKey, operations: Sequence[dict[str, Any]]) -> None:
+        try:
+            self.client.transact_write_items(TransactItems=[key.marker_op(operations)])
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
 
     def put_op(
         self, item: Mapping[str, Any], condition: str | None = None, values: Mapping[str, Any] | None = None
@@ -175,6 +200,9 @@ class DynamoTable:
         return {"ConditionCheck": op}
 
     def delete(self, pk: str, sk: str, condition: str | None = None, values: Mapping[str, Any] | None = None) -> None:
+        if idempotency.pending() is not None:  # an idempotent request's write carries its marker
+            self.transact([self.delete_op(pk, sk, condition, values)])
+            return
         kwargs: dict[str, Any] = {"TableName": self.name, "Key": to_dynamo({"PK": pk, "SK": sk})}
         if condition:
             kwargs["ConditionExpression"] = condition
@@ -188,6 +216,9 @@ class DynamoTable:
             raise
 
     def put(self, item: Mapping[str, Any], condition: str | None = None) -> None:
+        if idempotency.pending() is not None:  # an idempotent request's write carries its marker
+            self.transact([self.put_op(item, condition)])
+            return
         kwargs: dict[str, Any] = {"TableName": self.name, "Item": to_dynamo(item)}
         if condition:
             kwargs["ConditionExpression"] = condition
