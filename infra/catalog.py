@@ -7,6 +7,19 @@ its Access entry here and nothing else, so a function gets exactly the access wr
 
 A Lambda without an entry fails the synth: its access is a decision, never a default. When a
 function starts to use a new store, its entry here changes in the same commit.
+
+Least privilege, by what each function really does (tests/infra/test_least_privilege.py serves every
+route on the local stage, records every call and holds each role to it, both ways):
+- A store is `read` when nothing the function does writes it: no PutItem, UpdateItem, DeleteItem,
+  BatchWriteItem or ConditionCheckItem on a table; on the recall index, HEAD and GET on the index and
+  searches (POST _msearch, POST <index>/_search), never ESHttpPut (creating the index), _bulk or
+  _delete_by_query. No function deletes by ESHttpDelete (only the operator's `reindex --from-scratch`).
+- The idempotency table is a write of its own kind: a function whose routes include POST, PUT, PATCH
+  or DELETE keeps the answer of such a request sent with an Idempotency-Key (uhp_memories.api.app
+  make_handler, a read by POST included: recall, grep, a named query's run), so it gets the
+  idempotency table, and a read-only function by POST (recall, tree) gets it while it gets no write
+  on the main table or the index.
+- A workflow that only a deriving stage runs (derive) is started only where the stage derives.
 """
 
 from __future__ import annotations
@@ -22,19 +35,22 @@ from uhp_memories.workflows import STEPS
 STEPS_PACKAGE = "steps"
 
 
+Level = Literal["", "read", "write"]
+
+
 @dataclass(frozen=True)
 class Access:
     """The stores and services one Lambda uses. Each flag maps to a fixed list of actions on named
     resources (infra/constructs/compute.py)."""
 
-    main_table: bool = False  # items and GSI queries of the main table
+    main_table: Level = ""  # items and GSI queries of the main table: read, or read and write
     main_table_stream: bool = False  # consumes the main table's stream (the search indexer)
     keys_table: bool = False  # reads API keys by hash (the authorizer only)
     idempotency_table: bool = False  # Powertools idempotency records (writes with an Idempotency-Key)
     idempotency_purge: bool = False  # scans and deletes kept responses (erase)
     files: bool = False  # reads and writes file bytes (objects and their versions) in the files bucket
     files_purge: bool = False  # lists and deletes every version of objects (erase, memory delete)
-    search: bool = False  # IAM-signed requests to the OpenSearch domain, when the stage has one
+    search: Level = ""  # IAM-signed requests to the recall index, when the stage has a domain: read, or read and write
     embeddings: bool = False  # bedrock:InvokeModel on the configured embedding model, when the stage has a domain
     erase_report: bool = False  # writes the erase report: told whether a search domain keeps deleted documents
     start_workflows: tuple[str, ...] = ()  # workflows it starts and waits on (uhp_memories.workflows.WORKFLOWS)
@@ -62,80 +78,88 @@ class LambdaEntry:
         return "step" if self.package == STEPS_PACKAGE else "worker"
 
 
-# API functions read and write the main table; those with write routes keep Idempotency-Key answers.
-API = Access(main_table=True, idempotency_table=True)
+# API functions that write: the main table, and the answers of writes sent with an Idempotency-Key.
+API = Access(main_table="write", idempotency_table=True)
 
 # The recall engine (uhp_memories.bootstrap.build_recall_engine) is built lazily, on the first call that
 # needs it: only functions that index, search or remove documents use the domain, and only those that
 # embed (new record text, a recall query) invoke the model.
-RECALL = Access(main_table=True, idempotency_table=True, search=True, embeddings=True)
-
 FUNCTION_ACCESS: Mapping[str, Access] = {
     AUTHORIZER: Access(keys_table=True),
     "discovery": Access(derivation="declare"),  # answers from code and the stage's settings alone
     # Delete hides the subtree and starts the delete workflow, whose purge step drops the documents.
-    "memories": Access(main_table=True, idempotency_table=True, start_workflows=("delete",)),
+    "memories": Access(main_table="write", idempotency_table=True, start_workflows=("delete",)),
     "grants": API,
     # Remember, revise and forget index after the commit. A record naming a file copies the upload
     # under the record, then deletes every version of the upload.
     "records": Access(
-        main_table=True, idempotency_table=True, files=True, files_purge=True, search=True, embeddings=True
+        main_table="write", idempotency_table=True, files=True, files_purge=True, search="write", embeddings=True
     ),
     "snapshots": API,
-    "tree": Access(main_table=True),  # file memory's reads: the path items, the journal, grep (GETs and a
-    # read-only POST: no idempotency)
-    "recall": RECALL,  # embeds the query, searches the memory and its descendants
-    "queries": RECALL,  # named queries run recall; free queries search the domain
+    # File memory's reads: the path items, the journal, grep (a POST: its Idempotency-Key answer is kept).
+    "tree": Access(main_table="read", idempotency_table=True),
+    # Embeds the query, searches the memory and its descendants, reads the hits back: writes nothing but
+    # the answer of a recall sent with an Idempotency-Key.
+    "recall": Access(main_table="read", idempotency_table=True, search="read", embeddings=True),
+    # Defines named queries (PUT writes the main table); a run is a recall; a free query searches the index.
+    "queries": Access(main_table="write", idempotency_table=True, search="read", embeddings=True),
     # Indexes the episodes after the commit; starts the derivation that follows, when the stage derives.
     "observe": Access(
-        main_table=True, idempotency_table=True, search=True, embeddings=True, start_workflows=("derive",),
+        main_table="write", idempotency_table=True, search="write", embeddings=True, start_workflows=("derive",),
         derivation="declare",
     ),
-    "jobs": Access(main_table=True),  # GET only: no idempotency
-    "erase": Access(main_table=True, idempotency_table=True, start_workflows=("erase",)),
-    "files": Access(main_table=True, idempotency_table=True, files=True),
-    "operations": RECALL,  # a write operation revises (and indexes); a read may run a recall template
+    "jobs": Access(main_table="read"),  # GET only: no idempotency
+    "erase": Access(main_table="write", idempotency_table=True, start_workflows=("erase",)),
+    "files": Access(main_table="write", idempotency_table=True, files=True),
+    # A write operation revises (and indexes); a read one may run a recall template.
+    "operations": Access(main_table="write", idempotency_table=True, search="write", embeddings=True),
     "types": API,  # a tenant's registered types live in the main table
     # Starts a consolidation pass and waits on it; revert appends versions itself (no index after the
     # commit: the stream indexer brings the index in step).
     "consolidations": Access(
-        main_table=True, idempotency_table=True, start_workflows=("consolidate",), schedules=True
+        main_table="write", idempotency_table=True, start_workflows=("consolidate",), schedules=True
     ),
-    # A turn observes: its episodes start a derivation where the stage derives.
-    "harnesses": Access(main_table=True, idempotency_table=True, start_workflows=("derive",), derivation="declare"),
-    # MCP (§9.1): its tools run the services records, recall and queries run, so it touches what they do
-    # (a remembered record naming a file copies the upload, as records does); no workflows: erase and
+    # A turn observes: its episodes are indexed after the commit (embedded first), and start a derivation
+    # where the stage derives.
+    "harnesses": Access(
+        main_table="write", idempotency_table=True, search="write", embeddings=True, start_workflows=("derive",),
+        derivation="declare",
+    ),
+    # MCP (§9.1): its tools run the services records, recall and queries run (remember indexes after the
+    # commit), never with a file (the tools take no file fields), and start no workflow: erase and
     # memory delete are never tools.
-    "mcp": Access(
-        main_table=True, idempotency_table=True, files=True, files_purge=True, search=True, embeddings=True
-    ),
+    "mcp": Access(main_table="write", idempotency_table=True, search="write", embeddings=True),
     # Workflow steps (functions/steps/handler.py): each its own Lambda and role.
-    "steps.resolve_erase_targets": Access(main_table=True),
-    "steps.erase_from_index": Access(search=True),  # deletes documents by id: no embedding
+    "steps.resolve_erase_targets": Access(main_table="read"),  # reads the chains and what was derived from them
+    "steps.erase_from_index": Access(search="write"),  # deletes documents by id: no embedding
     "steps.erase_files": Access(files_purge=True),
     "steps.erase_cached_responses": Access(idempotency_purge=True),
     # Removes the chains, then sweeps what a derivation wrote meanwhile: its documents and files too.
-    "steps.erase_records": Access(main_table=True, search=True, files_purge=True),
-    "steps.finish_erase": Access(main_table=True, erase_report=True),  # builds the report (Retention)
-    "steps.record_failure": Access(main_table=True),  # reports every target as not yet erased
-    "steps.purge_subtree": Access(main_table=True, files_purge=True, search=True),  # drops each memory's documents
-    "steps.finish_delete": Access(main_table=True),
+    "steps.erase_records": Access(main_table="write", search="write", files_purge=True),
+    "steps.finish_erase": Access(main_table="write", erase_report=True),  # builds the report (Retention)
+    "steps.record_failure": Access(main_table="write"),  # reports every target as not yet erased
+    # Drops each memory's documents and files.
+    "steps.purge_subtree": Access(main_table="write", files_purge=True, search="write"),
+    "steps.finish_delete": Access(main_table="write"),
     # Reads what changed and asks the index for each record's neighbours (embedding a record the index
     # does not hold yet); closes and appends versions in DynamoDB and indexes them after the commit; where
     # the stage has a derivation model, asks it to judge pairs and summarise episodes.
-    "steps.consolidate": Access(main_table=True, search=True, embeddings=True, derivation="call"),
-    "steps.record_consolidation_failure": Access(main_table=True),
+    "steps.consolidate": Access(main_table="write", search="write", embeddings=True, derivation="call"),
+    "steps.record_consolidation_failure": Access(main_table="write"),
     # Asks the stage's derivation model (Bedrock, or an OpenAI-compatible endpoint), writes what it kept
     # and indexes it after the commit.
-    "steps.derive": Access(main_table=True, search=True, embeddings=True, derivation="call"),
-    "steps.record_derivation_failure": Access(main_table=True),
+    "steps.derive": Access(main_table="write", search="write", embeddings=True, derivation="call"),
+    "steps.record_derivation_failure": Access(main_table="write"),
     # Workers (functions/<name>/handler.py).
     # What a memory's schedule invokes: starts a scheduled run; clears a schedule whose memory is gone.
-    "consolidation_timer": Access(main_table=True, start_workflows=("consolidate",), schedules=True),
+    "consolidation_timer": Access(main_table="write", start_workflows=("consolidate",), schedules=True),
     # The stream backstop of the index: images come with the stream, so no table access; it embeds
     # text the index does not hold yet.
-    "indexer": Access(main_table_stream=True, search=True, embeddings=True),
+    "indexer": Access(main_table_stream=True, search="write", embeddings=True),
 }
+
+# Workflows only a stage with a derivation model runs: their starters get the right to start them there only.
+DERIVATION_WORKFLOWS = ("derive",)
 
 
 class UndeclaredFunction(LookupError):

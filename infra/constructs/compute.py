@@ -10,7 +10,7 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.catalog import Access, LambdaEntry, access_of, lambda_entries
+from infra.catalog import DERIVATION_WORKFLOWS, Access, LambdaEntry, access_of, lambda_entries
 from infra.config import StageConfig
 from infra.constructs.data import DataStores
 from infra.constructs.derivation import Derivation
@@ -20,6 +20,7 @@ from infra.constructs.functions import (
     IDEMPOTENCY_TABLE_ACTIONS,
     KEYS_TABLE_ACTIONS,
     MAIN_TABLE_ACTIONS,
+    MAIN_TABLE_READ_ACTIONS,
     ServiceFunction,
 )
 from infra.constructs.packaging import Packaging
@@ -138,7 +139,8 @@ class ServiceFunctions(Construct):
     def _grant(self, function: ServiceFunction, access: Access) -> None:
         data = self._data
         if access.main_table:
-            function.allow_table(data.main_table, MAIN_TABLE_ACTIONS, tuple(i.name for i in MAIN_TABLE.indexes))
+            actions = MAIN_TABLE_ACTIONS if access.main_table == "write" else MAIN_TABLE_READ_ACTIONS
+            function.allow_table(data.main_table, actions, tuple(i.name for i in MAIN_TABLE.indexes))
         if access.keys_table:
             function.allow_table(data.keys_table, KEYS_TABLE_ACTIONS)
         if access.idempotency_table:
@@ -162,8 +164,10 @@ class ServiceFunctions(Construct):
         # A stage without a search domain has nothing to grant: the functions then run without the index,
         # never embed, and the indexer has nothing to keep in step.
         if self._search is not None:
-            if access.search:
+            if access.search == "write":
                 self._search.grant_read_write(function)
+            elif access.search == "read":
+                self._search.grant_read(function)
             if access.embeddings:
                 self._embeddings.grant_invoke(function)
             if access.main_table_stream:
@@ -218,6 +222,9 @@ class ServiceFunctions(Construct):
     def grant_workflow_starts(self, workflows: Workflows) -> None:
         for name, access in self.access.items():
             for workflow in access.start_workflows:
+                # A stage that derives nothing never starts a derivation: its starters get no right to.
+                if workflow in DERIVATION_WORKFLOWS and not self._derivation.derives:
+                    continue
                 workflows.grant_start(self.functions[name], workflow)
 
 

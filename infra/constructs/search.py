@@ -19,8 +19,21 @@ from infra.config import SearchConfig, StageConfig
 from infra.constructs.functions import ServiceFunction, log_retention, removal_policy_of
 from infra.nag import acknowledge
 
-# Reads and writes of documents and searches; no domain configuration actions.
-SEARCH_ACTIONS = ("es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete")
+# What the functions send the domain (uhp_memories/search/opensearch, search/free_query.py), as
+# (actions, paths under the domain); {index} is the stage's recall index. No domain configuration
+# action, and no ESHttpDelete: only the operator's `reindex --from-scratch` deletes the index.
+# Reading: does the index exist (HEAD), its mapping and a document by id (GET), and searches, which are
+# POSTs: _msearch at the root (each search names the index in the body) and _search on the index.
+SEARCH_READ: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("es:ESHttpGet", "es:ESHttpHead"), ("{index}", "{index}/*")),
+    (("es:ESHttpPost",), ("_msearch", "{index}/_search")),
+)
+# Writing, besides reading: create the index on first use (PUT), index and delete documents in bulk
+# (POST _bulk, which names the index in the body) and drop a memory's documents (_delete_by_query).
+SEARCH_WRITE: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("es:ESHttpPut",), ("{index}",)),
+    (("es:ESHttpPost",), ("_bulk", "{index}/_delete_by_query")),
+)
 
 
 class Search(Construct):
@@ -89,15 +102,24 @@ class Search(Construct):
             removal_policy=removal_policy_of(self._config),
         )
 
+    def grant_read(self, function: ServiceFunction) -> None:
+        """Searches and reads of the recall index: no document, index or mapping is written."""
+        self._grant(function, SEARCH_READ)
+
     def grant_read_write(self, function: ServiceFunction) -> None:
-        function.allow(SEARCH_ACTIONS, [self.domain.domain_arn, f"{self.domain.domain_arn}/*"])
+        self._grant(function, SEARCH_READ + SEARCH_WRITE)
+
+    def _grant(self, function: ServiceFunction, grants: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]) -> None:
+        index = self._config.search.index_name
+        for actions, paths in grants:
+            function.allow(actions, [f"{self.domain.domain_arn}/{path.format(index=index)}" for path in paths])
         stack = Stack.of(self)
         logical_id = stack.resolve(stack.get_logical_id(self.domain.node.default_child))  # type: ignore[arg-type]
         acknowledge(
             function.role,
-            f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>/*]",
-            "OpenSearch paths (indexes, _bulk, _msearch) are named at run time; the role reaches this one "
-            "domain only, with document and search requests (no configuration actions).",
+            f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>/{index}/*]",
+            "Document ids and the index's own paths (_doc, _mapping) are named at run time; the role reaches "
+            "this one index of this one domain, with document and search requests (no configuration actions).",
         )
 
     @property

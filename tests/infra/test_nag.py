@@ -27,11 +27,11 @@ def every_capability(clean_checkout: Path, tmp_path_factory: pytest.TempPathFact
     catalog = {
         **FUNCTION_ACCESS,
         "worker": Access(
-            main_table=True,
+            main_table="write",
             main_table_stream=True,
             idempotency_table=True,
             idempotency_purge=True,
-            search=True,
+            search="write",
             embeddings=True,
             erase_report=True,
             files=True,

@@ -25,10 +25,8 @@ from uhp_memories.workflows import STEPS, WORKFLOWS
 
 # What each kind of access permits, written out here independently of the constructs.
 LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
-MAIN = {
-    "dynamodb:GetItem",
-    "dynamodb:BatchGetItem",
-    "dynamodb:Query",
+MAIN_READ = {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}
+MAIN = MAIN_READ | {
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
@@ -39,7 +37,15 @@ IDEMPOTENCY = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "d
 IDEMPOTENCY_PURGE = {"dynamodb:Scan", "dynamodb:DeleteItem", "dynamodb:UpdateItem"}
 FILES = {"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}
 FILES_PURGE = {"s3:DeleteObject", "s3:DeleteObjectVersion"}
-SEARCH = {"es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"}
+# (action, path under the domain): reads never PUT, _bulk or _delete_by_query; nothing deletes by DELETE.
+SEARCH_READ = {
+    ("es:ESHttpGet", "uhp-recall-v1"), ("es:ESHttpGet", "uhp-recall-v1/*"),
+    ("es:ESHttpHead", "uhp-recall-v1"), ("es:ESHttpHead", "uhp-recall-v1/*"),
+    ("es:ESHttpPost", "_msearch"), ("es:ESHttpPost", "uhp-recall-v1/_search"),
+}
+SEARCH_WRITE = SEARCH_READ | {
+    ("es:ESHttpPut", "uhp-recall-v1"), ("es:ESHttpPost", "_bulk"), ("es:ESHttpPost", "uhp-recall-v1/_delete_by_query"),
+}
 STREAM_READ = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
 DEAD_LETTER_SEND = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
 SEARCH_ENV = {"UHP_SEARCH_ENDPOINT", "UHP_SEARCH_INDEX", "UHP_SEARCH_REPLICAS"}
@@ -154,7 +160,7 @@ def expected_permissions(synth: Synth, name: str, access: Access) -> set[tuple[s
     bucket = next(n for n in synth.of_type("AWS::S3::Bucket") if n.startswith("DataFilesBucket"))
     pairs = {(a, f"<{log_group}.Arn>") for a in LOGS}
     if access.main_table:
-        pairs |= {(a, f"<{main}.Arn>") for a in MAIN}
+        pairs |= {(a, f"<{main}.Arn>") for a in (MAIN if access.main_table == "write" else MAIN_READ)}
         pairs |= {("dynamodb:Query", f"<{main}.Arn>/index/{index.name}") for index in MAIN_TABLE.indexes}
     if access.keys_table:
         pairs |= {("dynamodb:GetItem", f"<{keys}.Arn>")}
@@ -169,7 +175,8 @@ def expected_permissions(synth: Synth, name: str, access: Access) -> set[tuple[s
     domains = list(synth.of_type("AWS::OpenSearchService::Domain"))
     # Without a domain, nothing of the index is granted: no search, no embeddings, no stream consumer.
     if access.search and domains:
-        pairs |= {(a, r) for a in SEARCH for r in (f"<{domains[0]}.Arn>", f"<{domains[0]}.Arn>/*")}
+        pairs |= {(a, f"<{domains[0]}.Arn>/{path}") for a, path in (SEARCH_WRITE if access.search == "write"
+                                                                    else SEARCH_READ)}
     if access.embeddings and domains:
         model = synth.stack.config.embeddings.model_id
         pairs.add(("bedrock:InvokeModel", f"arn:aws:bedrock:{synth.stack.region}::foundation-model/{model}"))
@@ -178,6 +185,8 @@ def expected_permissions(synth: Synth, name: str, access: Access) -> set[tuple[s
         pairs |= {(a, f"<{main}.StreamArn>") for a in STREAM_READ} | {("dynamodb:ListStreams", "*")}
         pairs |= {(a, f"<{dead_letter_queue(synth, name)}.Arn>") for a in DEAD_LETTER_SEND}
     for workflow in access.start_workflows:
+        if workflow == "derive" and synth.stack.config.derivation.provider == "none":
+            continue  # a stage that derives nothing starts no derivation
         machine = next(
             n
             for n, m in synth.of_type("AWS::StepFunctions::StateMachine").items()
@@ -434,6 +443,7 @@ def test_the_functions_that_index_search_or_embed_are_exactly_those_the_code_pat
         "records",
         "mcp",  # its tools run remember (indexes after the commit), recall and named queries
         "observe",
+        "harnesses",  # a turn's episodes are indexed after the commit, as observe's
         "recall",
         "queries",
         "operations",  # a write operation revises (indexes after the commit); a read one may run a recall
