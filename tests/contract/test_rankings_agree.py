@@ -28,6 +28,7 @@ from uhp_memories.domain.filters import parse_filter
 from uhp_memories.domain.timefmt import format_ms
 from uhp_memories.search.embedded import EmbeddedSearchIndex
 from uhp_memories.search.opensearch import OpenSearchIndex
+from uhp_memories.search.opensearch import index as opensearch_index
 from uhp_memories.search.ports import Fusion, Hit, SearchDocument, SearchIndex, SearchRequest
 from uhp_memories.search.ranking import rank
 
@@ -282,19 +283,25 @@ def wide(request: pytest.FixtureRequest) -> Iterator[tuple[SearchIndex, SearchIn
     reference.close()
 
 
+@pytest.mark.parametrize("read", ["whole", "around each centre"])
 @pytest.mark.parametrize("fields", [
     {"text": LANTERN},
     {"vector": list(WIDE[7].embedding or []), "text": LANTERN},
     {"vector": list(WIDE[50].embedding or []), "text": LANTERN, "filters": NOT_CAROL},
 ], ids=["text", "query + text", "query + text + filters"])
 def test_a_recall_read_around_every_candidate_ranks_alike(
-    wide: tuple[SearchIndex, SearchIndex, CountingClient], fields: dict[str, Any]
+    wide: tuple[SearchIndex, SearchIndex, CountingClient], fields: dict[str, Any], read: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The default request over a memory of 240 episodes: about 160 candidate episodes, the log around
-    each read in one msearch of about 320 searches (ranking.py), then one exact similarity search."""
+    each read from the memory's whole log in one search, or, when the log is longer than
+    WHOLE_LOG_MAX, around each centre in one msearch of about 320 searches (ranking.py, index.py)."""
     reference, index, client = wide
+    if read != "whole":
+        monkeypatch.setattr(opensearch_index, "WHOLE_LOG_MAX", 100)
     fields = {**fields, "filters": parse_filter(fields["filters"])} if "filters" in fields else fields
     request = SearchRequest(TENANT, WIDE_MEMORY, limit=10, **fields)
     sent = len(client.msearches)
     assert_same_ranking(rank(reference, request), rank(index, request))
-    assert max(client.msearches[sent:]) >= 200  # the log around every candidate episode, in one msearch
+    largest = max(client.msearches[sent:])
+    assert largest >= 200 if read != "whole" else largest <= 2, client.msearches[sent:]

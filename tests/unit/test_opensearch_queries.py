@@ -35,6 +35,7 @@ from uhp_memories.search.opensearch import (
     recency_body,
     similarity_body,
 )
+from uhp_memories.search.opensearch import index as opensearch_index
 from uhp_memories.search.ports import Candidate
 from uhp_memories.search.predicates import sortable_number
 from uhp_memories.search.ranking import rank
@@ -546,14 +547,30 @@ def test_one_msearch_carries_both_signals_and_ranking_fuses_them() -> None:
     assert hits[0].signals == {"query": pytest.approx(0.4), "text": 3.0}
 
 
-def test_the_log_then_one_similarity_search_complete_the_signals_and_refused_they_fall_back() -> None:
+def logged(source: dict[str, Any]) -> dict[str, Any]:
+    """A hit of log_body's search: doc values, a list of one value each, no source."""
+    return {"_score": None, "fields": {name: [value] for name, value in source.items()}}
+
+
+@pytest.mark.parametrize("log", ["whole", "around each centre"])
+def test_the_log_then_one_similarity_search_complete_the_signals_and_refused_they_fall_back(
+    log: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memory's log read whole in one search (its ids and times from doc values, in write order
+    inside the memory's filter), or, longer than WHOLE_LOG_MAX, around each centre (two sorted searches
+    each); then one similarity search."""
     episode, after, fact = source("r1", "episode"), source("r2", "episode"), source("r3")
+    around: list[dict[str, Any]] = []
+    if log != "whole":
+        monkeypatch.setattr(opensearch_index, "WHOLE_LOG_MAX", 1)
+        around = [{"responses": [{"hits": {"hits": []}}, {"hits": {"hits": [{"_source": after}]}}]}]
     answers = iter([
         {"responses": [
             {"hits": {"hits": [{"_score": 0.9, "_source": episode}]}},
             {"hits": {"hits": [{"_score": 2.0, "_source": episode}, {"_score": 1.0, "_source": fact}]}},
         ]},
-        {"responses": [{"hits": {"hits": []}}, {"hits": {"hits": [{"_source": after}]}}]},
+        {"responses": [{"hits": {"hits": [logged(episode), logged(after)]}}]},
+        *around,
         {"responses": [{"hits": {"hits": [
             {"_score": 1.8, "_source": {"record_id": "r1"}},
             {"_score": 1.5, "_source": {"record_id": "r2"}},
@@ -565,20 +582,29 @@ def test_the_log_then_one_similarity_search_complete_the_signals_and_refused_the
     asked = request(vector=[1.0, 0.0], text="renewal", limit=5)
     hits = rank(index, asked)
     calls = [c[1]["body"] for c in client.calls if c[0] == "msearch"]
-    assert len(calls) == 3  # the signals; the log around r1 (before, after); one similarity search
-    # The log around r1, read in write order inside the memory's filter: two episodes before, two after.
-    at = episode["written_at"]
-    for body, order, side in ((calls[1][1], "desc", "lt"), (calls[1][3], "asc", "gt")):
-        assert body["size"] == 4
-        assert body["sort"] == [{"written_at": order}, {"record_id": order}]
-        clauses = body["query"]["bool"]["filter"]
-        assert clauses[:3] == [*ISOLATION, ACTIVE]
-        assert clauses[-2] == {"terms": {"type": ["episode"]}}
-        assert clauses[-1]["bool"]["should"][0] == {"range": {"written_at": {side: at}}}
-        assert clauses[-1]["bool"]["should"][1]["bool"]["filter"] == [
-            {"term": {"written_at": at}}, {"range": {"record_id": {side: "r1"}}}]
+    # The signals; the memory's log; (around r1: before, after); one similarity search.
+    assert len(calls) == (3 if log == "whole" else 4)
+    assert calls[1][1] == {
+        "size": opensearch_index.WHOLE_LOG_MAX + 1,
+        "_source": False,
+        "docvalue_fields": ["record_id", "chain_id", "type", "memory_id",
+                            {"field": "written_at", "format": "strict_date_optional_time"}],
+        "query": {"bool": {"filter": [*ISOLATION, ACTIVE, {"terms": {"type": ["episode"]}}]}},
+        "sort": [{"written_at": "asc"}, {"record_id": "asc"}],
+    }
+    if log != "whole":  # the log around r1, read in write order inside the memory's filter: two before, two after
+        at = episode["written_at"]
+        for body, order, side in ((calls[2][1], "desc", "lt"), (calls[2][3], "asc", "gt")):
+            assert body["size"] == 4
+            assert body["sort"] == [{"written_at": order}, {"record_id": order}]
+            clauses = body["query"]["bool"]["filter"]
+            assert clauses[:3] == [*ISOLATION, ACTIVE]
+            assert clauses[-2] == {"terms": {"type": ["episode"]}}
+            assert clauses[-1]["bool"]["should"][0] == {"range": {"written_at": {side: at}}}
+            assert clauses[-1]["bool"]["should"][1]["bool"]["filter"] == [
+                {"term": {"written_at": at}}, {"range": {"record_id": {side: "r1"}}}]
     # The log's entries and what the words found outside the vector cut (r3), in one search.
-    assert calls[2][1] == {
+    assert calls[-1][1] == {
         "size": 3,
         "_source": ["record_id"],
         "query": {"script_score": {
@@ -595,7 +621,7 @@ def test_the_log_then_one_similarity_search_complete_the_signals_and_refused_the
 
     refused = iter([
         {"responses": [{"hits": {"hits": [{"_score": 0.9, "_source": episode}]}}, {"hits": {"hits": []}}]},
-        {"responses": [{"error": {"type": "search_phase_execution_exception"}}, {"hits": {"hits": []}}]},
+        {"responses": [{"error": {"type": "search_phase_execution_exception"}}]},
     ])
     client = RecordingClient(exists=True, get_mapping=mapping(), msearch=lambda: next(refused))
     hits = rank(OpenSearchIndex(client, "recall", model_id="m", dimensions=2), asked)

@@ -47,6 +47,7 @@ SCHEMA_VERSION = "1"
 MATCH_ALL: dict[str, Any] = {"match_all": {}}
 MATCH_NONE: dict[str, Any] = {"match_none": {}}
 SEARCH_SOURCE = ["record_id", "chain_id", "type", "written_at", "memory_id"]
+LOG_FIELDS = ["record_id", "chain_id", "type", "memory_id"]  # log_body's keyword doc values (and written_at)
 # The query's cosine similarity to a stored vector, plus one (a script score must not be negative).
 # Painless's k-NN function: its meaning has not changed across OpenSearch versions, unlike knn_score's.
 # It throws on a document without the vector: similarity_body searches only documents that have one.
@@ -262,6 +263,20 @@ def neighbours_body(
         "_source": SEARCH_SOURCE,
         "query": {"bool": {"filter": clauses}},
         "sort": [{"written_at": order}, {"record_id": order}],
+    }
+
+
+def log_body(request: SearchRequest, types: Sequence[str], size: int) -> dict[str, Any]:
+    """The first `size` documents of `types` that the request admits in one memory's log, oldest
+    first (written_at, then record id, as neighbours_body orders them): their ids, type and time only,
+    read from doc values, never from the source (which holds the vector)."""
+    clauses = [*filter_clauses(request), {"terms": {"type": list(types)}}]
+    return {
+        "size": size,
+        "_source": False,
+        "docvalue_fields": [*LOG_FIELDS, {"field": "written_at", "format": "strict_date_optional_time"}],
+        "query": {"bool": {"filter": clauses}},
+        "sort": [{"written_at": "asc"}, {"record_id": "asc"}],
     }
 
 
