@@ -162,12 +162,13 @@ async def test_an_update_through_the_tool_keeps_the_id_the_recall_showed(
         ordered = await agent.run(ORDER)
 
     assert (switched.output_or_raise(), ordered.output_or_raise()) == ("Updated.", "An oolong tea.")
-    assert recalled(script.runs[SWITCH][0])[0] == {
+    shown = recalled(script.runs[SWITCH][0])[0]
+    assert {key: value for key, value in shown.items() if key != "score"} == {
         "id": tea.id,
         "text": "Alice drinks green tea.",
-        "score": 1.0,
         "updated_at": tea.updated_at.isoformat() if tea.updated_at else None,
     }
+    assert 0 < shown["score"] <= 1  # recall's confidence in its best match, on one scale across requests
     ((updated,),) = [tool_results(messages) for messages in script.runs[SWITCH][1:]]
     assert updated == {"memory": "facts", "id": tea.id}
     first = recalled(script.runs[ORDER][0])[0]
