@@ -133,7 +133,9 @@ def build_recall_engine(
     each write to the index's refresh interval instead of waiting for it (a rebuild: nothing reads
     its own write). With `local`: the embedded engine (sqlite3 FTS5 + numpy, in memory) with
     all-MiniLM-L6-v2 on onnxruntime: real search and a real embedding model, nothing to download;
-    `index_path` is its file (a persistent local server's data dir) or ":memory:".
+    `index_path` is its file (a persistent local server's data dir) or ":memory:"; or, with
+    `settings.search_endpoint` (`uhp-memories serve --search-url`), the OpenSearch index there, as a
+    deployed stage has it, filled by the same local model.
     Every adapter module is imported here, when a process first needs the engine: a function that
     never recalls never loads them."""
     if local:
@@ -141,12 +143,16 @@ def build_recall_engine(
         from uhp_memories.search.minilm import MiniLmEmbedder
 
         embedder = embedder or MiniLmEmbedder()
-        index: Any = EmbeddedSearchIndex(index_path, model_id=embedder.model_id, dimensions=embedder.dimensions)
-        _hand_the_gil_over_promptly()
-        return RecallEngine(index, embedder)
+        if not settings.search_endpoint:
+            index: Any = EmbeddedSearchIndex(index_path, model_id=embedder.model_id, dimensions=embedder.dimensions)
+            _hand_the_gil_over_promptly()
+            return RecallEngine(index, embedder)
     if search_client is None and not settings.search_endpoint:
         return None
     from uhp_memories.search.opensearch import OpenSearchIndex, connect
+
+    if local and search_client is None:  # `uhp-memories serve --search-url`: a cluster reached unsigned
+        search_client = connect(settings.search_endpoint)
 
     if embedder is None:
         import boto3

@@ -118,15 +118,19 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    """The local stage's settings: the defaults, with a derivation model when one is named. Its key comes
-    from the environment (UHP_DERIVATION_API_KEY), never from the command line, where any process sees it."""
-    if not args.derive_url:
-        return Settings()
+    """The local stage's settings: the defaults, with a derivation model when one is named (its key from
+    the environment, UHP_DERIVATION_API_KEY, never from the command line, where any process sees it), and
+    an OpenSearch cluster for recall when one is named (its index UHP_SEARCH_INDEX, default uhp-recall-v1,
+    with UHP_SEARCH_REPLICAS replicas, default 1)."""
     env = Settings.from_env()
-    return Settings(
-        derivation="openai", derivation_base_url=args.derive_url, derivation_model=args.derive_model,
-        derivation_api_key=env.derivation_api_key,
-    )
+    chosen: dict[str, object] = {}
+    if args.search_url:
+        chosen.update(search_endpoint=args.search_url, search_index=env.search_index,
+                      search_replicas=env.search_replicas)
+    if args.derive_url:
+        chosen.update(derivation="openai", derivation_base_url=args.derive_url, derivation_model=args.derive_model,
+                      derivation_api_key=env.derivation_api_key)
+    return Settings.model_validate(chosen)
 
 
 def _log_requests_to_stderr() -> None:
@@ -149,6 +153,9 @@ def _load_model(local: LocalAws) -> None:
     if load is not None:
         load()
     say(f"embedding model loaded in {time.monotonic() - started:.1f} s")
+    settings = local.settings
+    if settings.search_endpoint:
+        say(f"recall searches the OpenSearch index {settings.search_index} at {settings.search_endpoint}")
 
 
 def _catch_up(local: LocalAws) -> None:
@@ -196,6 +203,11 @@ def main(argv: list[str] | None = None) -> int:
         "derives facts from observed episodes and helps consolidation; its key, if any, in UHP_DERIVATION_API_KEY",
     )
     serve_cmd.add_argument("--derive-model", default="", help="the model the --derive-url endpoint serves")
+    serve_cmd.add_argument(
+        "--search-url",
+        help="recall on the OpenSearch cluster at this address (http://127.0.0.1:9200, unsigned), as a deployed "
+        "stage recalls, instead of the embedded engine; the same local model embeds; its index in UHP_SEARCH_INDEX",
+    )
     serve_cmd.add_argument(
         "--schedule-tick-seconds", type=float, default=30, help="how often consolidation schedules are checked"
     )
