@@ -20,7 +20,7 @@ STAGE ?= dev
 export CDK_DISABLE_CLI_TELEMETRY := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
 
-.PHONY: dev harness test lint typecheck openapi bench bench-recall clean synth diff deploy .venv-bench
+.PHONY: dev harness test opensearch lint typecheck openapi bench bench-recall clean synth diff deploy .venv-bench
 
 # Two installs into one venv: `make dev` needs only the `local` extra (the server); `make test` and
 # the other targets need `dev` (which holds `local`, the CDK app, the harness client and the tools).
@@ -71,10 +71,15 @@ harness: $(HARNESS_STAMP)
 dev: $(LOCAL_STAMP)
 	$(BIN)/uhp-memories serve --port $(PORT) $(if $(KEYS_FILE),--keys-file $(KEYS_FILE),) $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
-test: $(STAMP)
+test: $(STAMP) opensearch
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+# The OpenSearch 2.19 node the tests start (tests/opensearch_node.py): fetched with mvn from Maven Central
+# and assembled into .opensearch/ (git-ignored) when it is missing, ~40 s; at once when it is there.
+opensearch: $(STAMP)
+	$(BIN)/python -m tests.opensearch_node fetch
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
