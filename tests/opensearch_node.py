@@ -32,6 +32,7 @@ import atexit
 import fcntl
 import hashlib
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -269,10 +270,14 @@ class Node:
         )
         as_user: list[str] = []
         if os.geteuid() == 0:  # "can not run opensearch as root": run as nobody
-            as_user = ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups"]
-            _readable_by_others(home)
+            nobody = pwd.getpwnam("nobody")
+            as_user = ["--reuid", str(nobody.pw_uid), "--regid", str(nobody.pw_gid), "--clear-groups"]
+            if not _reachable_by_others(home):  # a clone under a private folder: a copy it can read
+                home = _copy(home, self.folder / home.name)
             for path in [self.folder, *self.folder.rglob("*")]:
-                os.chown(path, _uid("nobody"), _gid("nogroup"))
+                if path.is_relative_to(self.folder / home.name):
+                    continue
+                os.chown(path, nobody.pw_uid, nobody.pw_gid)
         # setpriv stays in the process (it execs bin/opensearch, which execs java): the node's pid is
         # this Popen's, and the kernel sends it SIGTERM when the thread that started it ends.
         launcher = ["setpriv", *as_user, "--pdeathsig", "TERM"] if shutil.which("setpriv") else []
@@ -341,23 +346,22 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _uid(name: str) -> int:
-    import pwd
-
-    return pwd.getpwnam(name).pw_uid
-
-
-def _gid(name: str) -> int:
-    import grp
-
-    return grp.getgrnam(name).gr_gid
+def _reachable_by_others(home: Path) -> bool:
+    """Whether another user can reach the node's home: every folder up to it lets others through."""
+    return all(folder.stat().st_mode & stat.S_IXOTH for folder in [home, *home.parents])
 
 
-def _readable_by_others(home: Path) -> None:
-    """The node's user reads its home: every folder up to it must let others through."""
-    for folder in [home, *home.parents]:
-        if not folder.stat().st_mode & stat.S_IXOTH:
-            raise NodeError(f"{folder} does not let other users through (chmod o+x), and OpenSearch runs as nobody")
+def _copy(home: Path, to: Path) -> Path:
+    """The node's home, linked file by file where it can be (the same file system), copied otherwise."""
+
+    def link_or_copy(source: str, target: str) -> None:
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copy2(source, target)
+
+    shutil.copytree(home, to, copy_function=link_or_copy, symlinks=True)
+    return to
 
 
 _node: Node | None = None
