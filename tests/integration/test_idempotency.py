@@ -501,6 +501,9 @@ WRITES: dict[str, Callable[[Client], tuple[str, str, Any]]] = {
                                   "params": {"type": "object", "properties": {"words": {"type": "string"}}}}),
     "attach": lambda c: ("PUT", "/v1/harnesses/h_once/memories",
                          {"memories": [{"memory_id": c.create_memory()["id"], "access": "write", "default": True}]}),
+    "erase": lambda c: (lambda m: ("POST", f"/v1/memories/{m}/erase", {"record_ids": [c.remember(m)["id"]]}))(
+        c.create_memory()["id"]),
+    "delete a memory": lambda c: ("DELETE", f"/v1/memories/{c.create_memory()['id']}", None),
     "consolidate": lambda c: (lambda m: (c.remember(m, "same"), c.remember(m, "same"),
                                          ("POST", f"/v1/memories/{m}/consolidations", {}))[-1])(
         c.create_memory()["id"]),
