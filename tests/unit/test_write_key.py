@@ -1,0 +1,81 @@
+"""The write key at the table adapter (adapters/dynamodb/idempotency.py, table.py), on moto's DynamoDB:
+the first transaction of a keyed request carries the marker, a single put or delete becomes one, a
+transaction already at DynamoDB's 100 items puts its marker right after, and one whose marker is
+taken fails whole. Over HTTP: tests/integration/test_idempotency.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from uhp_memories.adapters.dynamodb.idempotency import WriteKey, WriteKeyTaken, writing_under
+from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE, MAIN_TABLE
+from uhp_memories.adapters.dynamodb.table import ConditionFailed, DynamoTable
+
+
+@pytest.fixture
+def tables() -> Iterator[tuple[DynamoTable, Any]]:
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(**MAIN_TABLE.create_table_kwargs("main", with_stream=False))
+        client.create_table(**IDEMPOTENCY_TABLE.create_table_kwargs("idem", with_stream=False))
+        yield DynamoTable(client, "main"), client
+
+
+def key(body: str = "{}") -> WriteKey:
+    return WriteKey.of("idem", ["t", "user:a", "POST", "/v1/x", "k1"], body, 3600)
+
+
+def items(client: Any, table: str) -> list[dict[str, Any]]:
+    return client.scan(TableName=table)["Items"]
+
+
+def item(n: int) -> dict[str, Any]:
+    return {"PK": "T#t#M#hmem_" + "0" * 32, "SK": f"R#hrec_{n:032x}", "id": f"hrec_{n:032x}"}
+
+
+def test_the_first_transaction_carries_the_marker_and_the_next_goes_without(tables: tuple[DynamoTable, Any]) -> None:
+    table, client = tables
+    with writing_under(key()) as write:
+        table.transact([table.put_op(item(1))])
+        assert write.committed
+        table.put(item(2))  # a later write of the same request: no marker, no transaction
+    (marker,) = items(client, "idem")
+    assert [v["S"] for v in marker["written"]["L"]] == ["hrec_" + "0" * 31 + "1", "hmem_" + "0" * 32]
+    assert len(items(client, "main")) == 2
+
+
+def test_a_second_attempt_fails_whole_on_the_marker(tables: tuple[DynamoTable, Any]) -> None:
+    table, client = tables
+    with writing_under(key()):
+        table.put(item(1), "attribute_not_exists(PK)")
+    with writing_under(key()), pytest.raises(WriteKeyTaken) as taken:
+        table.transact([table.put_op(item(2)), table.put_op(item(3))])
+    assert taken.value.details["written_ids"][0] == "hrec_" + "0" * 31 + "1"
+    with writing_under(key()), pytest.raises(WriteKeyTaken):
+        table.delete(item(1)["PK"], item(1)["SK"])
+    assert len(items(client, "main")) == 1
+
+
+def test_a_condition_of_the_write_itself_is_still_its_own(tables: tuple[DynamoTable, Any]) -> None:
+    table, client = tables
+    table.put(item(1))
+    with writing_under(key()) as write, pytest.raises(ConditionFailed) as failed:
+        table.transact([table.put_op(item(2)), table.put_op(item(1), "attribute_not_exists(PK)")])
+    assert failed.value.failed == frozenset({1})
+    assert not write.committed
+    assert items(client, "idem") == []
+
+
+def test_a_transaction_of_100_items_puts_its_marker_after(tables: tuple[DynamoTable, Any]) -> None:
+    table, client = tables
+    with writing_under(key()) as write:
+        table.transact([table.put_op(item(n)) for n in range(100)])
+        assert write.committed
+    assert len(items(client, "main")) == 100
+    (marker,) = items(client, "idem")
+    assert len(marker["written"]["L"]) == 100  # at most 100 ids are kept
