@@ -68,6 +68,9 @@ $(HARNESS_STAMP): pyproject.toml
 
 harness: $(HARNESS_STAMP)
 
+# Ctrl-C stops the server (the terminal signals make and it together); so does `kill <make's pid>`, whose
+# SIGTERM make passes on, or `kill <pid>` with the pid the server prints. A SIGINT to make alone is not
+# passed on (GNU make leaves SIGINT to the terminal) and leaves both running (tests/integration/test_serve_cli.py).
 dev: $(LOCAL_STAMP)
 	$(BIN)/uhp-memories serve --port $(PORT) $(if $(KEYS_FILE),--keys-file $(KEYS_FILE),) $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 

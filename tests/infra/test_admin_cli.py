@@ -19,7 +19,7 @@ from moto import mock_aws
 
 from uhp_memories import bootstrap, stage_outputs
 from uhp_memories.adapters.dynamodb.apikeys import ApiKey, DynamoKeyRepository, KeyExists, hash_key, new_key_id
-from uhp_memories.adapters.dynamodb.schema import KEYS_TABLE
+from uhp_memories.adapters.dynamodb.schema import KEYS_TABLE, MAIN_TABLE
 from uhp_memories.admin.service import AdminError, StageAdmin
 from uhp_memories.admin.target import (
     DEFAULT_TENANT_BURST,
@@ -28,6 +28,7 @@ from uhp_memories.admin.target import (
     StageTarget,
     TargetError,
 )
+from uhp_memories.domain.models import Caller
 from uhp_memories.local.cli import main
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
 from uhp_memories.settings import Settings
@@ -236,6 +237,102 @@ def test_the_stage_must_be_named(stage: Stage, capsys: pytest.CaptureFixture[str
 def test_an_unknown_stack_is_refused(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["keys", "list", "--stack", "uhp-memories-nope", "--region", REGION]) == 2
     assert "cannot read stack 'uhp-memories-nope'" in capsys.readouterr().err
+
+
+def test_no_aws_region_is_one_line_not_a_traceback(
+    stage: Stage, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Issue 28: `keys create` where no region is configured printed botocore's NoRegionError traceback."""
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+
+    assert main(["keys", "create", "--tenant", "acme", "--stack", "uhp-memories-prod"]) == 2
+    refused = capsys.readouterr().err.strip().splitlines()
+    assert len(refused) == 1
+    assert refused[0].startswith("uhp-memories: no AWS region")
+    assert "--region" in refused[0]
+    # Without a stage named at all, that is the mistake said, before any AWS client is made.
+    assert main(["keys", "create", "--tenant", "acme"]) == 2
+    assert "--stack NAME" in capsys.readouterr().err
+
+
+def test_an_aws_refusal_is_one_line(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--rest-api-id", "nope", "--stage-name", "v1", "--keys-table", "no-such-table", "--region", REGION]
+    assert main(["keys", "list", *args]) == 2
+    said = capsys.readouterr().err
+    assert "Traceback" not in said
+    # The step it was on, then the refusal: one line.
+    assert said.strip().splitlines() == ["listing the keys table ...", said.strip().splitlines()[-1]]
+    assert said.strip().splitlines()[-1].startswith("uhp-memories: AWS refused:")
+
+
+# -- tenants list and delete ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def main_table(stage: Stage) -> str:
+    name = "uhp-memories-main-" + secrets.token_hex(4)
+    stage.dynamodb.create_table(**MAIN_TABLE.create_table_kwargs(name, with_stream=False))
+    return name
+
+
+def test_tenants_list_names_the_stages_tenants_with_their_active_keys(
+    stage: Stage, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for tenant in ("globex", "acme"):
+        run_json(capsys, "tenants", "create", tenant, *stage.args())
+    run_json(capsys, "keys", "create", "--tenant", "acme", *stage.args())
+    revoked = run_json(capsys, "keys", "create", "--tenant", "acme", *stage.args())
+    run_json(capsys, "keys", "revoke", revoked["key_id"], *stage.args())
+
+    listed = run_json(capsys, "tenants", "list", *stage.args())
+
+    assert [(t["tenant"], t["active_keys"]) for t in listed] == [("acme", 1), ("globex", 0)]
+    assert listed[0]["rate"] == DEFAULT_TENANT_RATE
+
+
+def test_tenants_delete_revokes_its_keys_and_removes_its_plan(
+    stage: Stage, main_table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = run_json(capsys, "tenants", "create", "acme", *stage.args())
+    run_json(capsys, "tenants", "create", "globex", *stage.args())
+    made = [run_json(capsys, "keys", "create", "--tenant", t, *stage.args()) for t in ("acme", "acme", "globex")]
+
+    deleted = run_json(capsys, "tenants", "delete", "acme", *stage.args(), "--main-table", main_table)
+
+    assert deleted["usage_plan_id"] == plan["usage_plan_id"]
+    assert sorted(deleted["revoked"]) == sorted(m["key_id"] for m in made[:2])
+    keys = DynamoKeyRepository(stage.dynamodb, stage.keys_table)
+    assert [keys.find(hash_key(m["key"])) is None for m in made] == [True, True, False]
+    assert [k["name"] for k in stage.new_api_keys()] == [made[2]["key_id"]]
+    assert [t["tenant"] for t in run_json(capsys, "tenants", "list", *stage.args())] == ["globex"]
+    assert main(["tenants", "delete", "acme", *stage.args(), "--main-table", main_table]) == 2
+    assert "no tenant 'acme'" in capsys.readouterr().err
+
+
+def test_tenants_delete_is_refused_while_the_tenant_holds_memories(
+    stage: Stage, main_table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_json(capsys, "tenants", "create", "acme", *stage.args())
+    made = run_json(capsys, "keys", "create", "--tenant", "acme", *stage.args())
+    container = bootstrap.build(
+        Settings(table_name=main_table, keys_table_name=stage.keys_table), stage.dynamodb, None,
+        recall_engine=lambda: None,
+    )
+    memory = container.memories.create(Caller("acme", "user:alice"), name="Sales").memory
+    container.memories.create(Caller("acme", "user:alice"), name="Q3", parent_id=memory.id)
+
+    assert main(["tenants", "delete", "acme", *stage.args(), "--main-table", main_table]) == 2
+    refused = capsys.readouterr().err
+    assert "still holds memories" in refused
+    assert "DELETE /v1/memories/{id}" in refused
+    # Nothing was taken away.
+    assert DynamoKeyRepository(stage.dynamodb, stage.keys_table).find(hash_key(made["key"])) is not None
+    assert [t["tenant"] for t in run_json(capsys, "tenants", "list", *stage.args())] == ["acme"]
+    # Without the main table it cannot tell, and says what to add.
+    assert main(["tenants", "delete", "acme", *stage.args()]) == 2
+    assert "--main-table" in capsys.readouterr().err
 
 
 class FakeCloudFormation:

@@ -178,6 +178,112 @@ def test_a_keys_file_that_repoints_a_stored_key_is_refused(tmp_path: Path) -> No
     assert "listening on" not in answer.stdout
 
 
+# -- keys on a data dir (issue 28) ----------------------------------------------------------------
+
+
+def _key(answer: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    assert answer.returncode == 0, answer.stderr
+    return dict(json.loads(answer.stdout))
+
+
+def _memories(base: str, key: str) -> int:
+    return requests.get(f"{base}/v1/memories", headers={"x-api-key": key}, timeout=30).status_code
+
+
+def test_keys_added_to_a_running_servers_data_dir_work_at_once_and_a_revoked_one_stops_at_once(
+    tmp_path: Path,
+) -> None:
+    server = ServeProcess("--data-dir", str(tmp_path)).wait_listening()
+    try:
+        made = _key(run_cli("keys", "create", "--data-dir", str(tmp_path), "--tenant", "acme",
+                            "--principal", "user:carol", "--group", "group:admins", "--json"))
+        assert (made["tenant"], made["principal"], made["groups"]) == ("acme", "user:carol", ["group:admins"])
+        assert _memories(server.url, made["key"]) == 200  # at once: no restart, no keys file
+        listed = json.loads(run_cli("keys", "list", "--data-dir", str(tmp_path), "--tenant", "acme", "--json").stdout)
+        assert [(k["key_id"], k["revoked"]) for k in listed] == [(made["key_id"], False)]
+        assert made["key"] not in json.dumps(listed)
+
+        revoked = _key(run_cli("keys", "revoke", made["key_id"], "--data-dir", str(tmp_path), "--json"))
+        assert revoked["revoked"] is True
+        # Refused at once, although the authorizer's allowing answer was cached a moment ago.
+        assert _memories(server.url, made["key"]) == 401
+        assert_one_line_refusal(run_cli("keys", "revoke", "key_nope", "--data-dir", str(tmp_path)), "no key 'key_nope'")
+    finally:
+        assert server.stop() == 0
+    assert not (tmp_path / "control.json").exists()  # the endpoint closes with the server
+
+
+def test_keys_added_to_a_data_dir_no_server_holds_work_when_one_starts(tmp_path: Path) -> None:
+    ServeProcess("--data-dir", str(tmp_path)).wait_listening().stop()
+    made = _key(run_cli("keys", "create", "--data-dir", str(tmp_path), "--tenant", "globex", "--json"))
+    assert made["principal"] == f"key:{made['key_id']}"
+    server = ServeProcess("--data-dir", str(tmp_path)).wait_listening()
+    try:
+        assert _memories(server.url, made["key"]) == 200
+        # A clean stop before the command: nothing to catch up.
+        assert not any("did not stop cleanly" in line for line in server.lines)
+    finally:
+        server.stop()
+
+
+def test_a_keys_command_leaves_an_uncleanly_stopped_data_dir_to_be_caught_up(tmp_path: Path) -> None:
+    ServeProcess("--keys-file", str(EXAMPLE_KEYS), "--data-dir", str(tmp_path)).wait_listening().kill()
+    assert (tmp_path / "control.json").exists()  # left behind by kill -9: the command finds no one there
+    made = _key(run_cli("keys", "create", "--data-dir", str(tmp_path), "--tenant", "acme", "--json"))
+    server = ServeProcess("--data-dir", str(tmp_path)).wait_listening()
+    try:
+        assert any("did not stop cleanly" in line for line in server.lines), server.lines
+        assert _memories(server.url, made["key"]) == 200
+        assert _memories(server.url, "k-alice") == 200
+    finally:
+        server.stop()
+
+
+def test_a_keys_command_on_a_missing_data_dir_or_with_a_stage_too_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    assert_one_line_refusal(run_cli("keys", "list", "--data-dir", str(missing)), str(missing), "does not exist")
+    assert not missing.exists()
+    assert_one_line_refusal(
+        run_cli("keys", "list", "--data-dir", str(tmp_path), "--stack", "uhp-memories-prod"), "--data-dir", "--stack"
+    )
+
+
+# -- make dev and how it stops (issue 28) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "kill"])
+def test_make_dev_stops_as_the_readme_says(tmp_path: Path, how: str) -> None:
+    """Ctrl-C signals make's whole process group; `kill <make's pid>` sends SIGTERM, which make passes on
+    to the server. (A SIGINT to make alone is not passed on: GNU make leaves SIGINT to the terminal.)"""
+    import os
+    import signal
+
+    port = free_port()
+    make = subprocess.Popen(
+        ["make", "--no-print-directory", "dev", f"PORT={port}", f"DATA_DIR={tmp_path}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, start_new_session=True,
+    )
+    try:
+        assert make.stdout is not None
+        deadline = time.monotonic() + 90
+        for line in make.stdout:
+            if line.startswith("listening on") or time.monotonic() > deadline:
+                break
+        assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=30).ok
+        if how == "ctrl-c":
+            os.killpg(make.pid, signal.SIGINT)
+        else:
+            make.terminate()
+        make.wait(timeout=60)  # make ends with the server rather than waiting on it
+        rest = make.stdout.read()
+        assert "stopping" in rest
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+    finally:
+        if make.poll() is None:
+            os.killpg(make.pid, signal.SIGKILL)
+
+
 # -- kill -9 -----------------------------------------------------------------------------------
 
 

@@ -6,6 +6,12 @@ the authorizer names it as usageIdentifierKey), and an item in the keys table th
 reads, written and read by the keys adapter (uhp_memories.adapters.dynamodb.apikeys), as local mode
 writes its keys. The key itself is shown once and stored nowhere but in API Gateway, which needs it
 to match usageIdentifierKey.
+
+Deleting a tenant takes away every way in: its keys are revoked (items and API Gateway keys) and its
+usage plan removed. It never deletes memories: while the tenant holds any, it is refused, saying to
+delete them first through the API (the memory-delete workflow, which purges records, files, the
+search index and grants as it does for any caller). What holds no content stays: the tenant's
+registered types and harness lists, which are its again if a tenant of that name is created later.
 """
 
 from __future__ import annotations
@@ -18,8 +24,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from uhp_memories.adapters.dynamodb import keys as table_keys
 from uhp_memories.adapters.dynamodb.apikeys import ApiKey, DynamoKeyRepository, hash_key, new_key_id
-from uhp_memories.admin.target import StageTarget
+from uhp_memories.adapters.dynamodb.schema import CHILDREN_INDEX
+from uhp_memories.adapters.dynamodb.table import DynamoTable
+from uhp_memories.admin.target import StageTarget, TargetError
 
 TENANT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 PRINCIPAL_PATTERN = re.compile(r"^(user|harness|service|key):[A-Za-z0-9._@+-]{1,128}$")
@@ -40,6 +49,13 @@ class Tenant:
     burst: int
     quota_per_month: int
     created: bool
+
+
+@dataclass(frozen=True)
+class DeletedTenant:
+    name: str
+    usage_plan_id: str
+    revoked_key_ids: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -71,7 +87,7 @@ class NewKey:
     info: KeyInfo
 
 
-def _now() -> str:
+def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -81,9 +97,38 @@ def _check(pattern: re.Pattern[str], value: str, what: str) -> str:
     return value
 
 
+def new_key() -> str:
+    """A new API key: what `keys create` shows once, on a deployed stage and a local data dir alike."""
+    return "uhp_" + secrets.token_urlsafe(32)
+
+
+def check_key_names(tenant: str, principal: str | None, groups: Sequence[str]) -> None:
+    """The names a key is made with, as `keys create` and a keys file check them (AdminError otherwise)."""
+    _check(TENANT_PATTERN, tenant, "tenant")
+    if principal is not None:
+        _check(PRINCIPAL_PATTERN, principal, "principal")
+    for group in groups:
+        _check(GROUP_PATTERN, group, "group")
+
+
+def key_info(key: ApiKey, **changes: Any) -> KeyInfo:
+    info = KeyInfo(
+        key_id=key.key_id,
+        tenant=key.tenant,
+        principal=key.principal,
+        groups=key.groups,
+        created_at=key.created_at,
+        revoked=key.revoked,
+        revoked_at=key.revoked_at,
+        api_key_id=key.api_key_id,
+    )
+    return replace(info, **changes)
+
+
 class StageAdmin:
     def __init__(self, apigateway: Any, dynamodb: Any, target: StageTarget) -> None:
         self._apigw = apigateway
+        self._dynamodb = dynamodb
         self._keys = DynamoKeyRepository(dynamodb, target.keys_table)
         self._target = target
 
@@ -119,6 +164,56 @@ class StageAdmin:
         )
         return self._tenant(tenant, plan, created=True)
 
+    def list_tenants(self) -> list[Tenant]:
+        """The tenants of this stage (its usage plans named for it), by name."""
+        prefix = self.usage_plan_name("")
+        found = [
+            self._tenant(plan["name"].removeprefix(prefix), plan, created=False)
+            for page in self._apigw.get_paginator("get_usage_plans").paginate()
+            for plan in page.get("items", [])
+            if plan.get("name", "").startswith(prefix)
+        ]
+        return sorted(found, key=lambda t: t.name)
+
+    def delete_tenant(self, tenant: str) -> DeletedTenant:
+        """Revoke every key of the tenant and remove its usage plan; refused while it holds memories
+        (nothing of a memory is deleted here: see the module's docstring)."""
+        _check(TENANT_PATTERN, tenant, "tenant")
+        plan = self.find_tenant(tenant)
+        if plan is None:
+            raise AdminError(f"no tenant {tenant!r} on this stage (`uhp-memories tenants list` names them)")
+        if self._holds_memories(tenant):
+            raise AdminError(
+                f"tenant {tenant!r} still holds memories: delete them first (DELETE /v1/memories/{{id}} on each "
+                "top-level memory, with a key of the tenant that holds delete on it), then run this again; "
+                "deleting a tenant never deletes its memories"
+            )
+        revoked = sorted({key.key_id for _, key in self._keys.scan(tenant) if not key.revoked})
+        for key_id in revoked:
+            self.revoke_key(key_id)
+        target = self._target
+        # A plan is removed from its stage before it can be deleted (API Gateway refuses otherwise).
+        self._apigw.update_usage_plan(
+            usagePlanId=plan["id"],
+            patchOperations=[
+                {"op": "remove", "path": "/apiStages", "value": f"{target.rest_api_id}:{target.stage_name}"}
+            ],
+        )
+        self._apigw.delete_usage_plan(usagePlanId=plan["id"])
+        return DeletedTenant(tenant, plan["id"], tuple(revoked))
+
+    def _holds_memories(self, tenant: str) -> bool:
+        """Whether the tenant has a memory: every memory is under a top-level one, listed by the
+        children index under the tenant's root (one item read, whatever the table holds)."""
+        if not self._target.main_table:
+            raise TargetError(
+                "deleting a tenant reads the main table: name the stage with --stack, or add --main-table"
+            )
+        roots = DynamoTable(self._dynamodb, self._target.main_table).query(
+            "GSI1PK = :pk", {":pk": table_keys.children_pk(tenant, None)}, index=CHILDREN_INDEX.name, page_size=1
+        )
+        return next(roots, None) is not None
+
     def _tenant(self, tenant: str, plan: dict[str, Any], created: bool) -> Tenant:
         throttle, quota = plan.get("throttle") or {}, plan.get("quota") or {}
         return Tenant(
@@ -133,15 +228,13 @@ class StageAdmin:
     # -- keys --------------------------------------------------------------------------------
 
     def create_key(self, tenant: str, principal: str | None = None, groups: Sequence[str] = ()) -> NewKey:
-        _check(TENANT_PATTERN, tenant, "tenant")
-        for group in groups:
-            _check(GROUP_PATTERN, group, "group")
+        check_key_names(tenant, principal, groups)
         plan = self.find_tenant(tenant)
         if plan is None:
             raise AdminError(f"no tenant {tenant!r} on this stage: run `uhp-memories tenants create {tenant}` first")
         key_id = new_key_id()
-        principal = _check(PRINCIPAL_PATTERN, principal or f"key:{key_id}", "principal")
-        key = "uhp_" + secrets.token_urlsafe(32)
+        principal = principal or f"key:{key_id}"
+        key = new_key()
         api_key = self._apigw.create_api_key(
             name=key_id,
             description=f"uhp-memories tenant {tenant}, principal {principal}",
@@ -149,7 +242,7 @@ class StageAdmin:
             value=key,
             tags={TENANT_TAG: tenant, KEY_ID_TAG: key_id},
         )
-        info = KeyInfo(key_id, tenant, principal, tuple(groups), _now(), api_key_id=api_key["id"])
+        info = KeyInfo(key_id, tenant, principal, tuple(groups), now(), api_key_id=api_key["id"])
         try:
             self._apigw.create_usage_plan_key(usagePlanId=plan["id"], keyId=api_key["id"], keyType="API_KEY")
             # Last: the item is what makes the key usable, so a failure before it leaves nothing usable.
@@ -163,7 +256,7 @@ class StageAdmin:
 
     def list_keys(self, tenant: str | None = None) -> list[KeyInfo]:
         """Every key of the stage (or of one tenant), oldest first. An operator's scan of a small table."""
-        keys = [self._key_info(key) for _, key in self._keys.scan(tenant)]
+        keys = [key_info(key) for _, key in self._keys.scan(tenant)]
         return sorted(keys, key=lambda k: (k.created_at, k.key_id))
 
     def revoke_key(self, key_id: str) -> KeyInfo:
@@ -172,7 +265,7 @@ class StageAdmin:
         found = self._keys.with_id(key_id)
         if not found:
             raise AdminError(f"no key {key_id!r} on this stage")
-        revoked_at = _now()
+        revoked_at = now()
         for key_hash, key in found:
             self._keys.revoke(key_hash, revoked_at)
             if key.api_key_id:
@@ -180,18 +273,4 @@ class StageAdmin:
                 with contextlib.suppress(self._apigw.exceptions.NotFoundException):
                     self._apigw.delete_api_key(apiKey=key.api_key_id)
         key = found[0][1]
-        return self._key_info(key, revoked=True, revoked_at=key.revoked_at or revoked_at)
-
-    @staticmethod
-    def _key_info(key: ApiKey, **changes: Any) -> KeyInfo:
-        info = KeyInfo(
-            key_id=key.key_id,
-            tenant=key.tenant,
-            principal=key.principal,
-            groups=key.groups,
-            created_at=key.created_at,
-            revoked=key.revoked,
-            revoked_at=key.revoked_at,
-            api_key_id=key.api_key_id,
-        )
-        return replace(info, **changes)
+        return key_info(key, revoked=True, revoked_at=key.revoked_at or revoked_at)

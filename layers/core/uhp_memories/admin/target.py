@@ -26,6 +26,7 @@ class StageTarget:
     tenant_rate: float = DEFAULT_TENANT_RATE
     tenant_burst: int = DEFAULT_TENANT_BURST
     tenant_quota_per_month: int = DEFAULT_TENANT_QUOTA_PER_MONTH
+    main_table: str = ""  # read by `tenants delete` only (whether the tenant still holds memories)
 
     @classmethod
     def from_stack(cls, cloudformation: Any, stack_name: str) -> StageTarget:
@@ -43,6 +44,7 @@ class StageTarget:
             tenant_quota_per_month=int(
                 float(found.get(outputs.TENANT_QUOTA_PER_MONTH, DEFAULT_TENANT_QUOTA_PER_MONTH))
             ),
+            main_table=found.get(outputs.MAIN_TABLE_NAME, ""),
         )
 
 

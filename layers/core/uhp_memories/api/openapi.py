@@ -1,7 +1,9 @@
 """One OpenAPI document for the whole API, generated from the handlers (`make openapi`).
 
 Each function's resolver describes its own routes; this merges them and adds what every route
-shares: the x-api-key scheme, the error body, and the Idempotency-Key header on writes."""
+shares: the x-api-key scheme, the error body, the Idempotency-Key header on writes, and each
+operation's operationId from the routes table (api/routes.py), named for SDK generators rather than
+after the handler's Python function (`handle_capabilities_v1_capabilities_get`)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from aws_lambda_powertools.event_handler.openapi.merge import OpenAPIMerge
 from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 
 from uhp_memories import __version__
-from uhp_memories.api.routes import FUNCTIONS
+from uhp_memories.api.routes import FUNCTIONS, ROUTES
 from uhp_memories.api.schemas import ErrorOut
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorOut"}
@@ -51,7 +53,20 @@ def build() -> dict[str, Any]:
     document = merge.get_openapi_schema()
     document = json.loads(json.dumps(document, default=_model_dump))
     _add_shared_parts(document)
+    _name_operations(document)
     return document
+
+
+def _name_operations(document: dict[str, Any]) -> None:
+    """Every operation named from the routes table; one the table does not know fails the build."""
+    names = {(route.path, route.method.lower()): route.operation_id for route in ROUTES}
+    if len(set(names.values())) != len(names):
+        raise ValueError("two routes share an operationId (api/routes.py)")
+    for path, path_item in document.get("paths", {}).items():
+        for method, operation in path_item.items():
+            if (path, method) not in names:
+                raise ValueError(f"{method.upper()} {path} is not in the routes table (api/routes.py)")
+            operation["operationId"] = names[path, method]
 
 
 def _model_dump(value: Any) -> Any:

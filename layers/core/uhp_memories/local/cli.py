@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import errno
 import logging
+import os
 import signal
 import sys
 import threading
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 from uhp_memories.adapters.dynamodb.apikeys import KeyExists
 from uhp_memories.admin import cli as admin
 from uhp_memories.admin import reindex
+from uhp_memories.admin.local import ControlEndpoint, LocalKeys
 from uhp_memories.local.data_dir import DataDir, DataDirError
 from uhp_memories.local.moto_env import KeyEntry, KeysFileError, LocalAws, dev_key, load_keys_file
 from uhp_memories.settings import Settings
@@ -74,6 +76,7 @@ def serve(args: argparse.Namespace) -> int:
     local = LocalAws(_settings(args), data_dir=data_dir)
     clean = False
     ticker = None
+    control: ControlEndpoint | None = None
     try:
         started = time.monotonic()
         if data_dir is not None:
@@ -97,17 +100,26 @@ def serve(args: argparse.Namespace) -> int:
             return EXIT_OPERATOR_ERROR
         if local.settings.derivation != "none":
             say(f"observe derives with {local.settings.derivation_model} at {local.settings.derivation_base_url}")
+        if data_dir is not None:  # `uhp-memories keys ... --data-dir DIR` adds and revokes keys while it runs
+            assert local.container is not None
+            control = ControlEndpoint(data_dir.path, LocalKeys(local.container.keys, gateway.authorizer_cache.clear))
+            control.start()
         gateway.start_background()
         ticker = local.ticker().start(args.schedule_tick_seconds)  # consolidation schedules, as Scheduler fires them
         say(f"listening on {gateway.url}")
-        say(f"ready in {time.monotonic() - started:.1f} s; " + (
-            f"state is kept in {data_dir.path} (Ctrl-C stops)" if data_dir is not None
+        pid = os.getpid()
+        kept = (
+            f"state is kept in {data_dir.path}; `uhp-memories keys create --data-dir {data_dir.path} --tenant T` "
+            "adds a key" if data_dir is not None
             else "state lives in this process and is gone when it stops (--data-dir DIR keeps it)"
-        ))
+        )
+        say(f"ready in {time.monotonic() - started:.1f} s (pid {pid}: Ctrl-C, or kill {pid}, stops it); {kept}")
         stopping.wait()
         say("stopping")
         clean = True
     finally:
+        if control is not None:
+            control.stop()
         if ticker is not None:
             ticker.stop()
         gateway.stop()

@@ -31,6 +31,10 @@ class DataDirError(Exception):
     """The folder cannot be used: one line for the operator."""
 
 
+class DataDirInUse(DataDirError):
+    """Another process (a server, or a `keys --data-dir` command) holds the folder."""
+
+
 @dataclass
 class Restored:
     items: int = 0
@@ -63,7 +67,7 @@ class DataDir:
         except OSError:
             self._lock_file.close()
             self._lock_file = None
-            raise DataDirError(f"data dir {self.path} is in use by another uhp-memories server") from None
+            raise DataDirInUse(f"data dir {self.path} is in use by another uhp-memories server") from None
         try:
             self.journal = Journal(self.path / "journal.sqlite3")
         except JournalError as error:

@@ -84,8 +84,9 @@ def methods_at(path: str) -> list[str]:
 class AuthorizerCache:
     """API Gateway's authorizer result cache: an allowing answer is reused for the same x-api-key
     until its time is up, so most requests skip the authorizer (and its DynamoDB read), as deployed.
-    Refusals are not cached, so a key added while the server runs works at once; local keys are
-    never revoked (the deployed `keys revoke` deletes the API Gateway key, which also acts at once)."""
+    Refusals are not cached, so a key added while the server runs works at once; `keys revoke
+    --data-dir` clears the cache, so a revoked key is refused at once (the deployed `keys revoke`
+    deletes the API Gateway key, which also acts at once)."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
@@ -104,6 +105,10 @@ class AuthorizerCache:
         if self.seconds > 0:
             with self._lock:
                 self._answers[identity] = (time.monotonic() + self.seconds, policy)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._answers.clear()
 
 
 def _handler(function: str) -> Any:
