@@ -182,6 +182,7 @@ def test_the_knn_body_filters_inside_the_knn_clause_and_around_it() -> None:
                                 "vector": [0.6, 0.8],
                                 "k": 50,
                                 "filter": {"bool": {"filter": expected_filter}},
+                                "method_parameters": {"ef_search": 200},  # the graph searched 4x as wide
                             }
                         }
                     }
@@ -532,7 +533,8 @@ def test_one_msearch_carries_both_signals_and_ranking_fuses_them() -> None:
         "query": {"bool": {
             "filter": [*ISOLATION, ACTIVE],
             "must": [{"knn": {"embedding": {
-                "vector": [1.0, 0.0], "k": 20, "filter": {"bool": {"filter": [*ISOLATION, ACTIVE]}}}}}],
+                "vector": [1.0, 0.0], "k": 20, "filter": {"bool": {"filter": [*ISOLATION, ACTIVE]}},
+                "method_parameters": {"ef_search": 80}}}}],
         }},
     }
     assert payload[3] == {

@@ -53,6 +53,10 @@ LOG_FIELDS = ["record_id", "chain_id", "type", "memory_id"]  # log_body's keywor
 # It throws on a document without the vector: similarity_body searches only documents that have one.
 SIMILARITY_SCRIPT = "1.0 + cosineSimilarity(params.query_value, doc[params.field])"
 _OPEN, _CLOSED = 1, 2  # external document versions: a closed version never reopens
+# The HNSW graph is searched this many candidates wide per result asked. At Lucene's default (as wide as
+# k) the real 2.19 node missed part of the exact top 100 in 16 of 120 LoCoMo questions (none in the top
+# 10); four times as wide, none, at no cost measured on those memories (420 episodes).
+EF_SEARCH_PER_RESULT = 4
 
 
 def similarity_of(hit: dict[str, Any]) -> float:
@@ -193,7 +197,14 @@ def filter_clauses(request: SearchRequest) -> list[dict[str, Any]]:
 
 def knn_body(request: SearchRequest, vector: Sequence[float], depth: int) -> dict[str, Any]:
     clauses = filter_clauses(request)
-    knn = {"embedding": {"vector": [float(x) for x in vector], "k": depth, "filter": {"bool": {"filter": clauses}}}}
+    knn = {
+        "embedding": {
+            "vector": [float(x) for x in vector],
+            "k": depth,
+            "filter": {"bool": {"filter": clauses}},
+            "method_parameters": {"ef_search": EF_SEARCH_PER_RESULT * depth},
+        }
+    }
     return {
         "size": depth,
         "_source": SEARCH_SOURCE,
