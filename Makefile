@@ -99,7 +99,9 @@ bench: $(STAMP)
 
 # Recall quality and latency on LoCoMo through the public API, beside mem0 OSS; writes docs/benchmarks.md.
 # mem0 runs in a bench-only venv of its own (never .venv, never `make test`): the project (for our
-# embedder, which mem0 is given) and mem0ai, pinned in bench/requirements-mem0.txt.
+# embedder, which mem0 is given) and mem0ai, pinned in bench/requirements-mem0.txt. With SEARCH=opensearch,
+# instead: the default request through the OpenSearch adapter on a real OpenSearch 2.19 node, beside the
+# embedded engine (R@k, recall p50/p95).
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed-py3.13
 
@@ -112,7 +114,7 @@ $(BENCH_STAMP): pyproject.toml bench/requirements-mem0.txt
 .venv-bench: $(BENCH_STAMP)
 
 bench-recall: $(STAMP) $(BENCH_STAMP)
-	$(BIN)/python bench/recall_locomo.py
+	$(BIN)/python bench/recall_locomo.py $(if $(filter opensearch,$(SEARCH)),--opensearch,)
 
 openapi: $(STAMP)
 	$(BIN)/python -m uhp_memories.api.openapi > docs/openapi.json

@@ -18,11 +18,16 @@ Scale (`--scale N`): one memory of N episodes (the dev file's turns, cycled), in
 observe in calls of 50, then recall latency p50/p95 through the gateway for the default request
 and for BM25 alone, and the engine's own share of it.
 
+OpenSearch (`--opensearch`, `make bench-recall SEARCH=opensearch`): R@k and recall latency of the default
+request through HTTP, once on the embedded engine and once on the OpenSearch adapter over a real
+OpenSearch 2.19 node started for the run (tests/opensearch_node.py; OPENSEARCH_URL names another).
+
 Results go to bench/results/*.json; docs/benchmarks.md is rebuilt from every result file present.
 
 Usage:
   python bench/recall_locomo.py [--data PATH]       # quality on the dev set
   python bench/recall_locomo.py --scale 10000 [--scale 100000] [--searches 300]
+  python bench/recall_locomo.py --opensearch        # the default request through the OpenSearch adapter
   python bench/recall_locomo.py --render            # rebuild docs/benchmarks.md only
 """
 
@@ -44,7 +49,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from uhp_memories.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
@@ -172,14 +180,16 @@ class Local:
 
 
 @contextmanager
-def local_server() -> Iterator[Local]:
+def local_server(search: Settings | None = None) -> Iterator[Local]:
+    """The local server in this process; with `search`, recalling on that OpenSearch index as a deployed
+    stage does (`uhp-memories serve --search-url`), else on the embedded engine."""
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
     import requests
 
     from uhp_memories.local.gateway import LocalGateway
     from uhp_memories.local.moto_env import KeyEntry, LocalAws
 
-    aws = LocalAws().start()
+    aws = LocalAws(search).start()
     gateway = LocalGateway("127.0.0.1", 0).start_background()
     try:
         aws.add_keys([KeyEntry(KEY, TENANT, "user:bench")])
@@ -588,6 +598,77 @@ def abstain_and_latency(
             embedding = mem0.calls[f"{layout}: search: embedding"]
             timings[f"mem0 search ({layout}): embedding the query"] = latency(embedding)
     return rates, calibration, timings
+
+
+# -- the OpenSearch adapter beside the embedded engine -------------------------------------------
+
+OPENSEARCH_RESULT = RESULTS / "recall-opensearch.json"
+
+
+def opensearch_versus(data_path: Path) -> dict[str, Any]:
+    """The default request on every question of the dev set through HTTP, once with the embedded engine
+    and once through the OpenSearch adapter on a real OpenSearch 2.19 node (tests/opensearch_node.py, or
+    OPENSEARCH_URL), the local MiniLM embedding both: R@k and recall latency. Each side is a process of
+    its own (a local stage is the process's own), one after the other, the same questions in the same
+    order."""
+    sys.path.insert(0, str(ROOT))
+    from tests import opensearch_node
+
+    results: dict[str, Any] = {"sides": {}, "data": data_path.name}
+    try:
+        url = opensearch_node.url()
+        for name, search in (("embedded", None), ("opensearch", url)):
+            command = [sys.executable, __file__, "--data", str(data_path), "--side", name]
+            done = subprocess.run([*command, *(["--search-url", search] if search else [])],
+                                  capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"the {name} side failed:\n{done.stderr[-3000:]}")
+            results["sides"][name] = json.loads(done.stdout.strip().splitlines()[-1])
+            side = results["sides"][name]
+            print(f"{name:12s} R@10={side['quality']['overall']['10']:.3f} recall p50 {side['recall']['p50']:.1f} ms "
+                  f"p95 {side['recall']['p95']:.1f} ms", file=sys.stderr, flush=True)
+    finally:
+        opensearch_node.stop()
+    results["opensearch"] = {"version": opensearch_node.VERSION, "heap": opensearch_node.HEAP,
+                             "url": "OPENSEARCH_URL" if os.environ.get("OPENSEARCH_URL") else "a node of the run"}
+    results["machine"] = results["sides"]["embedded"]["machine"]
+    return results
+
+
+def run_side(data_path: Path, search_url: str | None) -> dict[str, Any]:
+    """One side of opensearch_versus, in this process: ingest the dev set, then ask every question."""
+    from uhp_memories.settings import Settings
+
+    search = None
+    if search_url:
+        index = f"uhp-bench-{os.getpid()}-{int(time.time())}"
+        search = Settings(search_endpoint=search_url, search_index=index, search_replicas=0)
+    conversations = load_locomo(data_path)
+    out: dict[str, Any] = {"machine": machine()}
+    with local_server(search) as local:
+        api = local.api
+        started = time.perf_counter()
+        memories = []
+        for conv in conversations:
+            memory_id = api.create_memory(conv.sample_id, f"LoCoMo conversation {conv.sample_id}")
+            memories.append((conv, memory_id, ingest(api, memory_id, conv.turns)))
+        out["ingest"] = {"seconds": time.perf_counter() - started, "observe": latency(api.calls["observe"])}
+        load_before = os.getloadavg()[0]
+        per_question: list[tuple[int, dict[int, float]]] = []
+        for conv, memory_id, dia_of in memories:
+            for question in conv.questions:
+                if question.evidence:
+                    answer = api.recall(memory_id, {"query": question.text}, timer="recall")
+                    ranked = [dia_of.get(r["record"]["id"], "") for r in answer["results"]]
+                    per_question.append((question.category, recall_at(ranked, question.evidence)))
+        out["machine"]["load"] = [load_before, os.getloadavg()[0]]
+        out["quality"] = summarise(per_question)
+        out["recall"] = latency(api.calls["recall"])
+        if search is not None:
+            from uhp_memories.search.opensearch import connect
+
+            connect(search_url or "").indices.delete(index=search.search_index, ignore=[404])
+    return out
 
 
 def scale(size: int, data_path: Path, searches: int) -> dict[str, Any]:
@@ -1006,6 +1087,40 @@ def render_versus() -> list[str]:
     return lines
 
 
+def render_opensearch(o: dict[str, Any]) -> list[str]:
+    embedded, opensearch = o["sides"]["embedded"], o["sides"]["opensearch"]
+    gap = opensearch["quality"]["overall"]["10"] - embedded["quality"]["overall"]["10"]
+    lines = [
+        "## Recall through the OpenSearch adapter",
+        "",
+        f"`make bench-recall SEARCH=opensearch` ({o['machine']['date']}): the default request (`query` = the "
+        f"question, limit 10) on every question of the dev set with evidence, through HTTP to the local "
+        f"server, once on the embedded engine and once on the OpenSearch adapter over a real OpenSearch "
+        f"{o['opensearch']['version']} node on this machine (the `lucene` k-NN engine, one shard, "
+        f"{o['opensearch']['heap']} heap; tests/opensearch_node.py), as a deployed stage recalls; the local "
+        "MiniLM embeds on both sides. Each side ingests the dev set through observe, then asks.",
+        "",
+        "| engine | R@1 | R@5 | R@10 | n | recall p50 ms | p95 ms | ingest s (observe p50 ms) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, run in (("embedded (sqlite FTS5 + numpy)", embedded), ("OpenSearch adapter", opensearch)):
+        q, lat, ing = run["quality"]["overall"], run["recall"], run["ingest"]
+        lines.append(
+            f"| {name} | {q['1']:.3f} | {q['5']:.3f} | {q['10']:.3f} | {run['quality']['n']} | "
+            f"{lat['p50']:.1f} | {lat['p95']:.1f} | {ing['seconds']:.0f} ({ing['observe']['p50']:.0f}) |"
+        )
+    verdict = "met" if abs(gap) <= 0.01 else "**not met**"
+    lines += [
+        "",
+        f"- **R@10 within 0.01 of the embedded engine**: {verdict} ({gap:+.3f}).",
+        f"- Recall through OpenSearch, p50 {opensearch['recall']['p50'] / embedded['recall']['p50']:.2f}x and "
+        f"p95 {opensearch['recall']['p95'] / embedded['recall']['p95']:.2f}x the embedded engine's on this "
+        "machine (the node shares its 2 cores with the server and the client).",
+        "",
+    ]
+    return lines
+
+
 def render() -> None:
     quality_file = RESULTS / "recall-locomo.json"
     scales = sorted(
@@ -1021,6 +1136,10 @@ def render() -> None:
     if scales:
         lines += render_scale(scales)
         machines += [(f"scale {r['size']:,}", r["machine"]) for r in scales]
+    if OPENSEARCH_RESULT.exists():
+        o = json.loads(OPENSEARCH_RESULT.read_text())
+        lines += render_opensearch(o)
+        machines.append(("OpenSearch adapter", o["machine"]))
     # The other benchmarks' sections (file memory, consolidation) are written by hand beside this one.
     lines += [(ROOT / "bench" / "other_benchmarks.md").read_text().split("\n", 2)[2].rstrip(), ""]
     if machines:
@@ -1054,13 +1173,22 @@ def main() -> int:
     parser.add_argument("--client", metavar="URL", help=argparse.SUPPRESS)  # the latency loop's client process
     parser.add_argument("--memory", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--opensearch", action="store_true",
+                        help="R@k and recall latency through the OpenSearch adapter beside the embedded engine")
+    parser.add_argument("--side", choices=["embedded", "opensearch"], help=argparse.SUPPRESS)  # one side of it
+    parser.add_argument("--search-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
         print(json.dumps(client(args.client, args.memory, args.searches, args.seed, args.data)))
         return 0
+    if args.side:
+        print(json.dumps(run_side(args.data, args.search_url)))
+        return 0
     RESULTS.mkdir(parents=True, exist_ok=True)
     if not args.render:
-        if args.scale:
+        if args.opensearch:
+            OPENSEARCH_RESULT.write_text(json.dumps(opensearch_versus(args.data), indent=1))
+        elif args.scale:
             for size in args.scale:
                 result = scale(size, args.data, args.searches)
                 (RESULTS / f"recall-scale-{size}.json").write_text(json.dumps(result, indent=1))
