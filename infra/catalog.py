@@ -14,11 +14,10 @@ route on the local stage, records every call and holds each role to it, both way
   BatchWriteItem or ConditionCheckItem on a table; on the recall index, HEAD and GET on the index and
   searches (POST _msearch, POST <index>/_search), never ESHttpPut (creating the index), _bulk or
   _delete_by_query. No function deletes by ESHttpDelete (only the operator's `reindex --from-scratch`).
-- The idempotency table is a write of its own kind: a function whose routes include POST, PUT, PATCH
-  or DELETE keeps the answer of such a request sent with an Idempotency-Key (uhp_memories.api.app
-  make_handler, a read by POST included: recall, grep, a named query's run), so it gets the
-  idempotency table, and a read-only function by POST (recall, tree) gets it while it gets no write
-  on the main table or the index.
+- The idempotency table belongs to the functions that write: a request that may write and carries
+  an Idempotency-Key keeps its answer there, and its first transaction puts the key's marker there
+  (uhp_memories.api.app make_handler). A read by POST (recall, grep, a query's run, MCP's reads) is
+  never kept, so the functions that only read, by GET or by POST, get no idempotency table.
 - A workflow that only a deriving stage runs (derive) is started only where the stage derives.
 """
 
@@ -96,11 +95,10 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
         main_table="write", idempotency_table=True, files=True, files_purge=True, search="write", embeddings=True
     ),
     "snapshots": API,
-    # File memory's reads: the path items, the journal, grep (a POST: its Idempotency-Key answer is kept).
-    "tree": Access(main_table="read", idempotency_table=True),
-    # Embeds the query, searches the memory and its descendants, reads the hits back: writes nothing but
-    # the answer of a recall sent with an Idempotency-Key.
-    "recall": Access(main_table="read", idempotency_table=True, search="read", embeddings=True),
+    # File memory's reads: the path items, the journal, grep (a read by POST: never kept).
+    "tree": Access(main_table="read"),
+    # Embeds the query, searches the memory and its descendants, reads the hits back: writes nothing.
+    "recall": Access(main_table="read", search="read", embeddings=True),
     # Defines named queries (PUT writes the main table); a run is a recall; a free query searches the index.
     "queries": Access(main_table="write", idempotency_table=True, search="read", embeddings=True),
     # Indexes the episodes after the commit; starts the derivation that follows, when the stage derives.

@@ -65,6 +65,13 @@ class SearchConfig(_Strict):
         pattern=r"^[a-z0-9][a-z0-9_-]{0,99}$",
         description="the recall index the functions use (rebuild into a new one with `uhp-memories reindex`)",
     )
+    shards: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        description="primary shards of the recall index when it is created (fixed then: changing it means a "
+        "rebuild, `reindex --from-scratch` or into a new index_name); aim for 10 to 50 GB a shard",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> SearchConfig:
@@ -196,10 +203,25 @@ class ApiConfig(_Strict):
     )
     waf: bool = Field(default=True, description="AWS WAF web ACL: managed rules and a per-IP rate limit")
     waf_requests_per_5_minutes_per_ip: int = Field(default=3000, ge=100, le=2_000_000_000)
+    detailed_metrics: bool = Field(
+        default=False,
+        description="API Gateway's per-method CloudWatch metrics (count, 4xx, 5xx, latency of each route), "
+        "billed as custom metrics; the API's own metrics are there without them",
+    )
     cloudwatch_role: bool = Field(
         default=True,
         description="set the account's API Gateway CloudWatch Logs role (needed once per account and region "
         "for execution logs; turn off when another stack already sets it)",
+    )
+
+
+class EncryptionConfig(_Strict):
+    """Encryption at rest: AWS managed keys, or one customer managed KMS key for the stage's data."""
+
+    customer_managed_key: bool = Field(
+        default=False,
+        description="one KMS key of the stage's own (rotated yearly) for the tables, the files bucket, the "
+        "search domain, the indexer's dead-letter queue and every log group; off: AWS managed keys",
     )
 
 
@@ -225,6 +247,7 @@ class StageConfig(_Strict):
     search: SearchConfig = SearchConfig()
     embeddings: EmbeddingsConfig = EmbeddingsConfig()
     derivation: DerivationConfig = DerivationConfig()
+    encryption: EncryptionConfig = EncryptionConfig()
 
     @field_validator("log_retention_days")
     @classmethod

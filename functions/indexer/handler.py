@@ -36,6 +36,7 @@ from aws_lambda_powertools import Logger
 from uhp_memories import bootstrap, deadlines
 from uhp_memories.adapters.dynamodb.items import RECORD_ENTITY, from_dynamo, record_from
 from uhp_memories.adapters.dynamodb.keys import parse_record_key
+from uhp_memories.api import observability
 from uhp_memories.domain.models import RecordVersion
 
 logger = Logger(service="uhp-memories-indexer")
@@ -172,6 +173,7 @@ class Indexer:
         return failed
 
 
+@observability.observed(log=logger)  # traced, metrics flushed, log lines correlated
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     deadlines.start(context)
     records = event.get("Records") or []

@@ -5,7 +5,7 @@ import json
 from aws_lambda_powertools.event_handler import Response
 
 from uhp_memories import bootstrap
-from uhp_memories.api import inputs, presenters, schemas
+from uhp_memories.api import inputs, observability, presenters, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver
 from uhp_memories.api.errors import JSON
 
@@ -20,6 +20,7 @@ app = make_resolver()
 )
 def handle_recall(memory_id: str, body: schemas.RecallIn):  # the body is §6.3, with `parent` left out when absent
     answer = bootstrap.container().recall.recall(caller_of(app), memory_id, inputs.recall_input(body))
+    observability.recalled(answer.degraded)  # the degraded-recall alarm's metric (infra/constructs/monitoring.py)
     return Response(status_code=200, content_type=JSON, body=json.dumps(presenters.recall(answer)))
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from uhp_memories import bootstrap
+from uhp_memories.api import observability
 from uhp_memories.domain.consolidation import ConsolidationService
 from uhp_memories.domain.observing import ObserveService
 from uhp_memories.domain.removal import RemovalService
@@ -30,6 +31,7 @@ class Step[In: BaseModel]:
     input: type[In]
     run: Callable[[In], BaseModel]
 
+    @observability.observed  # traced, metrics flushed, log lines correlated by the job's id
     def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         return self.run(self.input.model_validate(event)).model_dump(mode="json")
 

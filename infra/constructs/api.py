@@ -116,7 +116,11 @@ class Api(Construct):
                 stage_name=api_config.stage_name,
                 throttling_rate_limit=api_config.throttle_rate,
                 throttling_burst_limit=api_config.throttle_burst,
-                metrics_enabled=True,
+                # Per-method CloudWatch metrics (each route's count, errors and latency) are billed as
+                # custom metrics, about 60 routes times seven; the API's own metrics come without them.
+                metrics_enabled=api_config.detailed_metrics,
+                # X-Ray from the gateway on, so a trace starts at the request (the functions continue it).
+                tracing_enabled=True,
                 # Errors only, and never request or response bodies: they carry record content.
                 logging_level=apigw.MethodLoggingLevel.ERROR,
                 data_trace_enabled=False,

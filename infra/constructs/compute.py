@@ -15,6 +15,7 @@ from infra.config import StageConfig
 from infra.constructs.data import DataStores
 from infra.constructs.derivation import Derivation
 from infra.constructs.embeddings import Embeddings
+from infra.constructs.encryption import StageKey
 from infra.constructs.functions import (
     IDEMPOTENCY_PURGE_ACTIONS,
     IDEMPOTENCY_TABLE_ACTIONS,
@@ -64,9 +65,11 @@ class ServiceFunctions(Construct):
         embeddings: Embeddings,
         derivation: Derivation,
         catalog: Mapping[str, Access],
+        key: StageKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
+        self._key = key
         self._data = data
         self._search = search
         self._embeddings = embeddings
@@ -138,6 +141,8 @@ class ServiceFunctions(Construct):
 
     def _grant(self, function: ServiceFunction, access: Access) -> None:
         data = self._data
+        if self._key is not None:
+            self._grant_key(function, access)
         if access.main_table:
             actions = MAIN_TABLE_ACTIONS if access.main_table == "write" else MAIN_TABLE_READ_ACTIONS
             function.allow_table(data.main_table, actions, tuple(i.name for i in MAIN_TABLE.indexes))
@@ -173,6 +178,17 @@ class ServiceFunctions(Construct):
             if access.main_table_stream:
                 self._consume_main_table_stream(function)
 
+    def _grant_key(self, function: ServiceFunction, access: Access) -> None:
+        """The stage's key, as far as the stores the function uses are encrypted with it: decrypt to read
+        a table, the files or the stream; encrypt and make data keys to write (the domain uses the key
+        itself, and the dead-letter queue's grant comes with the queue)."""
+        assert self._key is not None
+        writes = (access.main_table == "write" or access.idempotency_table or access.idempotency_purge
+                  or access.files)
+        reads = writes or bool(access.main_table or access.keys_table or access.main_table_stream)
+        if reads:
+            self._key.grant(function.role, write=writes)
+
     def _consume_main_table_stream(self, function: ServiceFunction) -> None:
         """Changes of record items of the main table, in order per item; the function reports the
         changes that failed, Lambda retries from the first of them, bisects a batch that keeps failing,
@@ -184,7 +200,8 @@ class ServiceFunctions(Construct):
         dead_letters = sqs.Queue(
             function,
             "StreamFailures",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            encryption=sqs.QueueEncryption.KMS if self._key else sqs.QueueEncryption.SQS_MANAGED,
+            encryption_master_key=self._key.key if self._key else None,
             enforce_ssl=True,
             retention_period=Duration.days(14),
         )
@@ -217,6 +234,14 @@ class ServiceFunctions(Construct):
             "dynamodb:ListStreams grants no resource-level permission; reading records is limited to "
             "the main table's stream.",
         )
+        if self._key is not None:
+            for action in ("kms:GenerateDataKey*", "kms:ReEncrypt*"):
+                acknowledge(
+                    function.role,
+                    f"AwsSolutions-IAM5[Action::{action}]",
+                    "CDK's grant to send to the dead-letter queue encrypted with the stage's key (SqsDlq); the "
+                    "resource is that one key.",
+                )
         self.stream_dead_letters[function.name] = dead_letters
 
     def grant_workflow_starts(self, workflows: Workflows) -> None:

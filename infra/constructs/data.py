@@ -13,6 +13,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.config import StageConfig
+from infra.constructs.encryption import StageKey
 from infra.constructs.functions import removal_policy_of
 from infra.nag import acknowledge
 from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE, KEYS_TABLE, MAIN_TABLE, TableSpec
@@ -26,9 +27,12 @@ _ATTRIBUTE_TYPES = {
 
 
 class DataStores(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: StageConfig, key: StageKey | None = None
+    ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
+        self._key = key
         self.main_table = self._build_table(MAIN_TABLE, point_in_time_recovery=config.point_in_time_recovery)
         self.keys_table = self._build_table(KEYS_TABLE, point_in_time_recovery=True)
         # No backups of the idempotency table: its cached answers hold record content, erase purges them,
@@ -61,7 +65,10 @@ class DataStores(Construct):
             partition_key=self._attribute(spec, spec.partition_key),
             sort_key=self._attribute(spec, spec.sort_key) if spec.sort_key else None,
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            encryption=(
+                dynamodb.TableEncryption.CUSTOMER_MANAGED if self._key else dynamodb.TableEncryption.AWS_MANAGED
+            ),
+            encryption_key=self._key.key if self._key else None,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=point_in_time_recovery,
                 recovery_period_in_days=config.backup_retention_days if point_in_time_recovery else None,
@@ -105,7 +112,9 @@ class DataStores(Construct):
             self,
             "FilesBucket",
             versioned=True,
-            encryption=s3.BucketEncryption.S3_MANAGED,
+            encryption=s3.BucketEncryption.KMS if self._key else s3.BucketEncryption.S3_MANAGED,
+            encryption_key=self._key.key if self._key else None,
+            bucket_key_enabled=True if self._key else None,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             enforce_ssl=True,

@@ -38,6 +38,8 @@ IDEMPOTENCY_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:U
 IDEMPOTENCY_PURGE_ACTIONS = ("dynamodb:Scan", "dynamodb:DeleteItem", "dynamodb:UpdateItem")
 KEYS_TABLE_ACTIONS = ("dynamodb:GetItem",)
 LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
+# Traces and metrics on (uhp_memories.settings; uhp_memories/api/observability.py).
+OBSERVABILITY_ENVIRONMENT = {"UHP_TRACING": "true", "UHP_METRICS": "true"}
 
 _RETENTION = dict(zip(LOG_RETENTION_DAYS, list(logs.RetentionDays)[: len(LOG_RETENTION_DAYS)], strict=True))
 
@@ -69,6 +71,8 @@ class ServiceFunction(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.name = name
+        # The Powertools service: the `service` of each log line and the dimension of each metric.
+        self.service_name = f"uhp-memories-{name.replace('.', '-')}"
         self.log_group = logs.LogGroup(
             self,
             "Logs",
@@ -97,11 +101,20 @@ class ServiceFunction(Construct):
             memory_size=config.lambda_memory_mb,
             timeout=timeout,
             description=description,
+            # X-Ray traces each invocation (and the AWS calls in it: uhp_memories/api/observability.py).
+            tracing=lambda_.Tracing.ACTIVE,
             environment={
-                "POWERTOOLS_SERVICE_NAME": f"uhp-memories-{name.replace('.', '-')}",
+                "POWERTOOLS_SERVICE_NAME": self.service_name,
                 "POWERTOOLS_LOG_LEVEL": "INFO",
+                **OBSERVABILITY_ENVIRONMENT,
                 **environment,
             },
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "X-Ray's xray:PutTraceSegments and xray:PutTelemetryRecords, which active tracing adds, grant no "
+            "resource-level permission.",
         )
 
         acknowledge(

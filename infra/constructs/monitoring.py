@@ -1,8 +1,13 @@
 """Alarms and one dashboard.
 
-Alarms: API 5xx; throttles (each function's Lambda throttles, the main table's throttled requests);
-failed workflow executions; indexer backlog (stream iterator age and failed batches of every stream
-consumer); the search domain's red status and free storage. Each alarm notifies one SNS topic,
+Alarms: API 5xx; each function's errors (an invocation that failed or timed out) and throttles; the
+main table's throttled requests; failed workflow executions; indexer backlog (stream iterator age and
+failed batches of every stream consumer); recall answers that were degraded (the recall function's
+own metric, uhp_memories/api/observability.py); and the search domain's recommended alarms (AWS,
+"Recommended CloudWatch alarms for Amazon OpenSearch Service"): red and yellow status, writes
+blocked, free storage, nodes missing, failed automated snapshots, CPU, JVM memory pressure (and the
+dedicated masters' where there are any), CPU credits of burstable (t2, t3) instances, and the
+customer managed key's errors where the stage encrypts with one. Each alarm notifies one SNS topic,
 subscribed by the stage's `alarm_email` when set.
 """
 
@@ -25,11 +30,25 @@ from infra.config import StageConfig
 from infra.constructs.functions import ServiceFunction
 from infra.constructs.search import Search
 from infra.nag import acknowledge
+from uhp_memories.api.observability import NAMESPACE, RECALLS, RECALLS_DEGRADED
+
+RECALL_FUNCTION = "recall"
 
 PERIOD = Duration.minutes(5)
+MINUTE = Duration.minutes(1)
 API_5XX_THRESHOLD = 5  # server errors in 5 minutes
 INDEXER_MAX_ITERATOR_AGE_MS = 5 * 60 * 1000  # the index lags DynamoDB by more than 5 minutes
-SEARCH_MIN_FREE_STORAGE_MB = 2048
+# Degraded recall answers in 5 minutes (a signal missing: the embedder, a search, a bound that bit).
+RECALL_DEGRADED_THRESHOLD = 5
+# The search domain, as AWS recommends: free storage at a quarter of a node's volume; CPU 80 % for 15
+# minutes; JVM memory pressure 95 % (masters too) and old generation 80 %, three minutes running;
+# masters' CPU 50 % for 15 minutes.
+SEARCH_MIN_FREE_STORAGE_SHARE = 0.25
+SEARCH_MAX_CPU_PERCENT = 80
+SEARCH_MAX_JVM_MEMORY_PRESSURE_PERCENT = 95
+SEARCH_MAX_OLD_GEN_JVM_MEMORY_PRESSURE_PERCENT = 80
+SEARCH_MAX_MASTER_CPU_PERCENT = 50
+BURSTABLE_INSTANCE_PREFIXES = ("t2.", "t3.")
 # The operations the service performs on the main table (an alarm's metric math takes 10 metrics at most).
 THROTTLE_OPERATIONS = (
     dynamodb.Operation.GET_ITEM,
@@ -61,9 +80,19 @@ class Monitoring(Construct):
         self.topic = self._build_topic()
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         self._api_alarms(api)
+        self._function_alarms(functions)
         self._throttle_alarms(functions, main_table)
         self._workflow_alarms(state_machines)
         self._indexer_alarms(functions, stream_dead_letters)
+        self.recall_degraded = self._recall_metric(functions, RECALLS_DEGRADED)
+        if self.recall_degraded is not None:
+            self._alarm(
+                "RecallDegraded",
+                self.recall_degraded,
+                RECALL_DEGRADED_THRESHOLD,
+                f"{RECALL_DEGRADED_THRESHOLD} or more recall answers in 5 minutes were degraded (a signal or a "
+                "search missing: see the recall function's logs)",
+            )
         if search is not None:
             self._search_alarms(search)
         self.dashboard = self._build_dashboard(api, functions, main_table, state_machines, search)
@@ -87,13 +116,15 @@ class Monitoring(Construct):
         threshold: float,
         description: str,
         comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        periods: int = 1,
     ) -> cloudwatch.Alarm:
+        """Alarm when `periods` periods running breach (each period is the metric's own)."""
         alarm = cloudwatch.Alarm(
             self,
             name,
             metric=metric,
             threshold=threshold,
-            evaluation_periods=1,
+            evaluation_periods=periods,
             comparison_operator=comparison,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description=f"uhp-memories {self._config.name}: {description}",
@@ -109,6 +140,28 @@ class Monitoring(Construct):
             api.metric_server_error(period=PERIOD, statistic="Sum"),
             API_5XX_THRESHOLD,
             f"{API_5XX_THRESHOLD} or more 5xx answers in 5 minutes",
+        )
+
+    def _function_alarms(self, functions: Mapping[str, ServiceFunction]) -> None:
+        for name, function in functions.items():
+            self._alarm(
+                f"{_pascal(name)}Errors",
+                function.function.metric_errors(period=PERIOD, statistic="Sum"),
+                1,
+                f"the {name} function failed (an error it did not answer, or a timeout)",
+            )
+
+    def _recall_metric(self, functions: Mapping[str, ServiceFunction], name: str) -> cloudwatch.Metric | None:
+        """A count the recall function writes (Powertools Metrics: its service is the dimension)."""
+        recall = functions.get(RECALL_FUNCTION)
+        if recall is None:
+            return None
+        return cloudwatch.Metric(
+            namespace=NAMESPACE,
+            metric_name=name,
+            dimensions_map={"service": recall.service_name},
+            period=PERIOD,
+            statistic="Sum",
         )
 
     def _throttle_alarms(self, functions: Mapping[str, ServiceFunction], main_table: dynamodb.Table) -> None:
@@ -161,19 +214,107 @@ class Monitoring(Construct):
             )
 
     def _search_alarms(self, search: Search) -> None:
+        domain, config = search.domain, self._config.search
+        below = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
         self._alarm(
             "SearchClusterRed",
-            search.domain.metric_cluster_status_red(period=Duration.minutes(1), statistic="Maximum"),
+            domain.metric_cluster_status_red(period=MINUTE, statistic="Maximum"),
             1,
             "the search domain is red (a primary shard is unassigned)",
         )
         self._alarm(
+            "SearchClusterYellow",
+            domain.metric_cluster_status_yellow(period=MINUTE, statistic="Maximum"),
+            1,
+            "the search domain is yellow for 5 minutes (a replica shard is unassigned)",
+            periods=5,
+        )
+        self._alarm(
+            "SearchWritesBlocked",
+            domain.metric_cluster_index_writes_blocked(period=PERIOD, statistic="Maximum"),
+            1,
+            "the search domain blocks writes (storage or memory pressure): nothing new is indexed",
+        )
+        free_mb = config.volume_gb * 1024 * SEARCH_MIN_FREE_STORAGE_SHARE
+        self._alarm(
             "SearchFreeStorage",
-            search.domain.metric_free_storage_space(period=PERIOD, statistic="Minimum"),
-            SEARCH_MIN_FREE_STORAGE_MB,
-            f"a search node has less than {SEARCH_MIN_FREE_STORAGE_MB} MB free",
+            domain.metric_free_storage_space(period=MINUTE, statistic="Minimum"),
+            free_mb,
+            f"a search node has {SEARCH_MIN_FREE_STORAGE_SHARE:.0%} of its volume or less free ({free_mb:.0f} MB)",
             comparison=cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD,
         )
+        nodes = config.instance_count + config.dedicated_master_count
+        self._alarm(
+            "SearchNodes",
+            domain.metric_nodes(period=Duration.days(1), statistic="Minimum"),
+            nodes,
+            f"the search domain had fewer than its {nodes} nodes for a day",
+            comparison=below,
+        )
+        self._alarm(
+            "SearchSnapshotFailed",
+            domain.metric_automated_snapshot_failure(period=MINUTE, statistic="Maximum"),
+            1,
+            "the search domain's automated snapshot failed",
+        )
+        self._alarm(
+            "SearchCpu",
+            domain.metric_cpu_utilization(period=PERIOD, statistic="Maximum"),
+            SEARCH_MAX_CPU_PERCENT,
+            f"search nodes' CPU at {SEARCH_MAX_CPU_PERCENT} % or more for 15 minutes",
+            periods=3,
+        )
+        self._alarm(
+            "SearchJvmMemoryPressure",
+            domain.metric_jvm_memory_pressure(period=MINUTE, statistic="Maximum"),
+            SEARCH_MAX_JVM_MEMORY_PRESSURE_PERCENT,
+            f"search nodes' JVM memory pressure at {SEARCH_MAX_JVM_MEMORY_PRESSURE_PERCENT} % or more for 3 minutes",
+            periods=3,
+        )
+        self._alarm(
+            "SearchOldGenJvmMemoryPressure",
+            domain.metric("OldGenJVMMemoryPressure", period=MINUTE, statistic="Maximum"),
+            SEARCH_MAX_OLD_GEN_JVM_MEMORY_PRESSURE_PERCENT,
+            f"search nodes' old generation JVM memory pressure at {SEARCH_MAX_OLD_GEN_JVM_MEMORY_PRESSURE_PERCENT} % "
+            "or more for 3 minutes",
+            periods=3,
+        )
+        if config.dedicated_master_count:
+            self._alarm(
+                "SearchMasterCpu",
+                domain.metric_master_cpu_utilization(period=PERIOD, statistic="Maximum"),
+                SEARCH_MAX_MASTER_CPU_PERCENT,
+                f"dedicated masters' CPU at {SEARCH_MAX_MASTER_CPU_PERCENT} % or more for 15 minutes",
+                periods=3,
+            )
+            self._alarm(
+                "SearchMasterJvmMemoryPressure",
+                domain.metric_master_jvm_memory_pressure(period=MINUTE, statistic="Maximum"),
+                SEARCH_MAX_JVM_MEMORY_PRESSURE_PERCENT,
+                f"dedicated masters' JVM memory pressure at {SEARCH_MAX_JVM_MEMORY_PRESSURE_PERCENT} % or more "
+                "for 3 minutes",
+                periods=3,
+            )
+        if config.instance_type.startswith(BURSTABLE_INSTANCE_PREFIXES):
+            self._alarm(
+                "SearchCpuCredits",
+                domain.metric("CPUCreditBalance", period=PERIOD, statistic="Minimum"),
+                1,
+                "a burstable search node ran out of CPU credits for 15 minutes (it runs at its baseline: "
+                "a larger instance type is due)",
+                comparison=below,
+                periods=3,
+            )
+        if search.key is not None:
+            for name, metric in (("SearchKmsKeyError", domain.metric_kms_key_error),
+                                 ("SearchKmsKeyInaccessible", domain.metric_kms_key_inaccessible)):
+                self._alarm(
+                    name,
+                    metric(period=MINUTE, statistic="Maximum"),
+                    1,
+                    "the search domain cannot use its customer managed key (disabled, deleted or its grant "
+                    "revoked): the domain's data is unreachable",
+                )
 
     def _build_dashboard(
         self,
@@ -243,6 +384,12 @@ class Monitoring(Construct):
                 width=12,
             ),
         )
+        recalls = self._recall_metric(functions, RECALLS)
+        if recalls is not None and self.recall_degraded is not None:
+            dashboard.add_widgets(
+                cloudwatch.GraphWidget(title="Recall answers and degraded ones", left=[recalls, self.recall_degraded],
+                                       width=24)
+            )
         if search is not None:
             dashboard.add_widgets(
                 cloudwatch.GraphWidget(

@@ -16,6 +16,7 @@ from aws_cdk import aws_opensearchservice as opensearch
 from constructs import Construct
 
 from infra.config import SearchConfig, StageConfig
+from infra.constructs.encryption import StageKey
 from infra.constructs.functions import ServiceFunction, log_retention, removal_policy_of
 from infra.nag import acknowledge
 
@@ -37,9 +38,12 @@ SEARCH_WRITE: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
 
 
 class Search(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: StageConfig, key: StageKey | None = None
+    ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
+        self.key = key
         search = config.search
         self.log_groups = {
             kind: logs.LogGroup(
@@ -85,7 +89,9 @@ class Search(Construct):
                 enabled=search.zone_awareness,
                 availability_zone_count=search.availability_zones if search.zone_awareness else None,
             ),
-            encryption_at_rest=opensearch.EncryptionAtRestOptions(enabled=True),
+            encryption_at_rest=opensearch.EncryptionAtRestOptions(
+                enabled=True, kms_key=self.key.key if self.key else None
+            ),
             node_to_node_encryption=True,
             enforce_https=True,
             tls_security_policy=opensearch.TLSSecurityPolicy.TLS_1_2,
@@ -139,6 +145,7 @@ class Search(Construct):
             "UHP_SEARCH_ENDPOINT": self.url,
             "UHP_SEARCH_INDEX": search.index_name,
             "UHP_SEARCH_REPLICAS": str(search.replicas),
+            "UHP_SEARCH_SHARDS": str(search.shards),
         }
 
     def _acknowledge_findings(self, search: SearchConfig) -> None:

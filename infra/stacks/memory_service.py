@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Aspects, CfnOutput, Stack
 from constructs import Construct
 
 from infra.catalog import FUNCTION_ACCESS, STEPS_PACKAGE, Access
@@ -16,6 +16,7 @@ from infra.constructs.compute import ServiceFunctions
 from infra.constructs.data import DataStores
 from infra.constructs.derivation import Derivation
 from infra.constructs.embeddings import Embeddings
+from infra.constructs.encryption import LogGroupsEncryptedWith, StageKey
 from infra.constructs.functions import ServiceFunction, removal_policy_of
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.packaging import Packaging
@@ -47,9 +48,16 @@ class MemoryServiceStack(Stack):
             scope, construct_id, description=f"uhp-memories: Harness Memories service, stage {config.name}", **kwargs
         )
         self.config = config
-        self.data = DataStores(self, "Data", config=config)
+        self.key = (
+            StageKey(self, "Encryption", config=config, removal_policy=removal_policy_of(config))
+            if config.encryption.customer_managed_key
+            else None
+        )
+        if self.key is not None:
+            Aspects.of(self).add(LogGroupsEncryptedWith(self.key.key))
+        self.data = DataStores(self, "Data", config=config, key=self.key)
         self.packaging = Packaging(self, "Packaging", layout=layout, removal_policy=removal_policy_of(config))
-        self.search = Search(self, "Search", config=config) if config.search.enabled else None
+        self.search = Search(self, "Search", config=config, key=self.key) if config.search.enabled else None
         self.embeddings = Embeddings(self, "Embeddings", config=config.embeddings)
         self.derivation = Derivation(self, "Derivation", config=config.derivation)
         self.functions = ServiceFunctions(
@@ -63,6 +71,7 @@ class MemoryServiceStack(Stack):
             embeddings=self.embeddings,
             derivation=self.derivation,
             catalog=catalog,
+            key=self.key,
         )
         self.workflows = Workflows(
             self,
@@ -130,6 +139,7 @@ class MemoryServiceStack(Stack):
                 outputs.SEARCH_ENDPOINT: self.search.url,
                 outputs.SEARCH_INDEX_NAME: self.config.search.index_name,
                 outputs.SEARCH_INDEX_REPLICAS: str(self.config.search.replicas),
+                outputs.SEARCH_INDEX_SHARDS: str(self.config.search.shards),
                 outputs.EMBEDDING_MODEL_ID: self.config.embeddings.model_id,
                 outputs.EMBEDDING_DIMENSIONS: str(self.config.embeddings.dimensions),
             }

@@ -30,6 +30,7 @@ pytest.importorskip("aws_cdk", reason="the infra extra (aws-cdk-lib, cdk-nag) is
 from infra.layout import REPO
 
 CDK_CLI = REPO.root / "node_modules" / ".bin" / "cdk"
+VENV_STAMP = ".venv/.installed-py3.13"  # the Makefile's $(STAMP): the dev install is up to date
 ACCOUNT = "111111111111"
 # name -> (variables set, the environment the CLI must hand the app: aws://ACCOUNT/REGION)
 ENVIRONMENTS: dict[str, tuple[dict[str, str], str]] = {
@@ -70,13 +71,13 @@ def without_aws(home: Path, variables: dict[str, str]) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def cdk_cli() -> Path:
-    """The CLI the Makefile pins, installed by its own target when missing (npm is reachable here)."""
-    if not CDK_CLI.exists():
-        installed = subprocess.run(
-            ["make", str(CDK_CLI.relative_to(REPO.root))], cwd=REPO.root, capture_output=True, text=True,
-            timeout=TIMEOUT_SECONDS,
-        )
-        assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
+    """The CLI the Makefile pins, installed by its own target when missing (npm is reachable here), and
+    the venv brought up to pyproject.toml once, before the three runs below would each do it at once."""
+    installed = subprocess.run(
+        ["make", "--no-print-directory", VENV_STAMP, str(CDK_CLI.relative_to(REPO.root))], cwd=REPO.root,
+        capture_output=True, text=True, timeout=TIMEOUT_SECONDS,
+    )
+    assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
     assert CDK_CLI.exists(), "make did not install the cdk CLI"
     return CDK_CLI
 

@@ -19,9 +19,9 @@ Then each function's role in the synthesized production stage is held to that re
 
 The expectations come from the record, never from a list written here: a function that starts to
 write where it only read fails the first check until its catalog entry (infra/catalog.py) says so, and
-one that stops writing fails the second. Every write request carries an Idempotency-Key, as clients
-may, so the idempotency table is held to the routes too (make_handler keeps an answer for any write
-method that carries one, a read by POST included).
+one that stops writing fails the second. Every request but a GET carries an Idempotency-Key, as
+clients may, so the idempotency table is held to what make_handler does with one (it keeps the
+answer of a request that may write, never a read's, by POST or not).
 """
 
 from __future__ import annotations

@@ -25,6 +25,8 @@ from uhp_memories.workflows import STEPS, WORKFLOWS
 
 # What each kind of access permits, written out here independently of the constructs.
 LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
+# Active tracing: X-Ray's actions take no resource.
+XRAY = {("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*")}
 MAIN_READ = {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}
 MAIN = MAIN_READ | {
     "dynamodb:PutItem",
@@ -48,7 +50,7 @@ SEARCH_WRITE = SEARCH_READ | {
 }
 STREAM_READ = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
 DEAD_LETTER_SEND = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
-SEARCH_ENV = {"UHP_SEARCH_ENDPOINT", "UHP_SEARCH_INDEX", "UHP_SEARCH_REPLICAS"}
+SEARCH_ENV = {"UHP_SEARCH_ENDPOINT", "UHP_SEARCH_INDEX", "UHP_SEARCH_REPLICAS", "UHP_SEARCH_SHARDS"}
 EMBEDDING_ENV = {"UHP_EMBEDDING_MODEL_ID", "UHP_EMBEDDING_DIMENSIONS"}
 
 
@@ -158,7 +160,7 @@ def expected_permissions(synth: Synth, name: str, access: Access) -> set[tuple[s
     log_group = render(function["Properties"]["LoggingConfig"]["LogGroup"]).strip("<>")
     main, keys, idem = (table_id(synth, s) for s in (MAIN_TABLE, KEYS_TABLE, IDEMPOTENCY_TABLE))
     bucket = next(n for n in synth.of_type("AWS::S3::Bucket") if n.startswith("DataFilesBucket"))
-    pairs = {(a, f"<{log_group}.Arn>") for a in LOGS}
+    pairs = {(a, f"<{log_group}.Arn>") for a in LOGS} | XRAY
     if access.main_table:
         pairs |= {(a, f"<{main}.Arn>") for a in (MAIN if access.main_table == "write" else MAIN_READ)}
         pairs |= {("dynamodb:Query", f"<{main}.Arn>/index/{index.name}") for index in MAIN_TABLE.indexes}
@@ -467,6 +469,7 @@ def test_functions_that_use_the_index_are_told_where_it_is_and_which_model_made_
         "UHP_SEARCH_ENDPOINT": f"https://<{domain}.DomainEndpoint>",
         "UHP_SEARCH_INDEX": config.search.index_name,
         "UHP_SEARCH_REPLICAS": "1" if config.search.instance_count > 1 else "0",
+        "UHP_SEARCH_SHARDS": str(config.search.shards),
         "UHP_EMBEDDING_MODEL_ID": config.embeddings.model_id,
         "UHP_EMBEDDING_DIMENSIONS": str(config.embeddings.dimensions),
     }
@@ -489,7 +492,7 @@ def test_the_settings_read_what_the_stack_sets_for_search(prod: Synth, monkeypat
     settings = Settings.from_env()
 
     assert settings.search_endpoint.startswith("https://<")
-    assert (settings.search_index, settings.search_replicas) == ("uhp-recall-v1", 1)
+    assert (settings.search_index, settings.search_replicas, settings.search_shards) == ("uhp-recall-v1", 1, 3)
     assert (settings.embedding_model_id, settings.embedding_dimensions) == ("amazon.titan-embed-text-v2:0", 1024)
 
 
@@ -530,7 +533,8 @@ def test_functions_are_told_their_tables_and_the_stage_data_protection(prod: Syn
         "UHP_STREAM_ENABLED": "true",
         "UHP_SEARCH_SNAPSHOT_RETENTION_DAYS": "14",
     }
-    assert env["discovery"] == {"POWERTOOLS_SERVICE_NAME": "uhp-memories-discovery", "POWERTOOLS_LOG_LEVEL": "INFO"}
+    assert env["discovery"] == {"POWERTOOLS_SERVICE_NAME": "uhp-memories-discovery", "POWERTOOLS_LOG_LEVEL": "INFO",
+                                "UHP_TRACING": "true", "UHP_METRICS": "true"}
 
 
 def test_a_small_stage_reports_no_backups(dev: Synth) -> None:

@@ -173,6 +173,7 @@ def build_recall_engine(
         settings.search_index,
         model_id=embedder.model_id,
         dimensions=embedder.dimensions,
+        shards=settings.search_shards,
         replicas=settings.search_replicas,
         refresh=False if bulk_load else "wait_for",
     )

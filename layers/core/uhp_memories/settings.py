@@ -28,6 +28,10 @@ class Settings(BaseModel):
     schedule_role_arn: str = ""
     # How long a request waits for a workflow before answering 202 with a job (API Gateway: 29 s).
     workflow_wait_seconds: float = 20.0
+    # Operations (api/observability.py): X-Ray traces and CloudWatch metrics (EMF on stdout). CDK turns
+    # both on for deployed functions; off, nothing is traced or written (local mode, tests).
+    tracing: bool = False
+    metrics: bool = False
     # What the deployment keeps beyond this service's reach: the erase report reads these, so it
     # says what is true of the stage (CDK sets them from the same stage configuration).
     pitr_enabled: bool = False
@@ -40,6 +44,8 @@ class Settings(BaseModel):
     search_endpoint: str = ""
     search_index: str = "uhp-recall-v1"
     search_replicas: int = 1
+    # Primary shards of the recall index when a function creates it (the stage's search.shards).
+    search_shards: int = Field(default=1, ge=1, le=1024)
     embedding_model_id: str = "amazon.titan-embed-text-v2:0"
     embedding_dimensions: int = 1024
     # Recall abstains below this best cosine similarity; None: the value calibrated for the model.
@@ -74,6 +80,8 @@ class Settings(BaseModel):
             schedule_target_arn=env.get("UHP_SCHEDULE_TARGET_ARN", ""),
             schedule_role_arn=env.get("UHP_SCHEDULE_ROLE_ARN", ""),
             workflow_wait_seconds=float(env.get("UHP_WORKFLOW_WAIT_SECONDS", "20")),
+            tracing=env.get("UHP_TRACING", "false").lower() == "true",
+            metrics=env.get("UHP_METRICS", "false").lower() == "true",
             pitr_enabled=env.get("UHP_PITR_ENABLED", "false").lower() == "true",
             pitr_retention_days=int(env.get("UHP_PITR_RETENTION_DAYS", "35")),
             stream_enabled=env.get("UHP_STREAM_ENABLED", "false").lower() == "true",
@@ -81,6 +89,7 @@ class Settings(BaseModel):
             search_endpoint=env.get("UHP_SEARCH_ENDPOINT", ""),
             search_index=env.get("UHP_SEARCH_INDEX", "uhp-recall-v1"),
             search_replicas=int(env.get("UHP_SEARCH_REPLICAS", "1")),
+            search_shards=int(env.get("UHP_SEARCH_SHARDS", "1")),
             embedding_model_id=env.get("UHP_EMBEDDING_MODEL_ID", "amazon.titan-embed-text-v2:0"),
             embedding_dimensions=int(env.get("UHP_EMBEDDING_DIMENSIONS", "1024")),
             abstain_similarity=float(env["UHP_ABSTAIN_SIMILARITY"]) if env.get("UHP_ABSTAIN_SIMILARITY") else None,

@@ -57,6 +57,7 @@ STACK_OUTPUTS = {
     outputs.SEARCH_ENDPOINT: "search_endpoint",
     outputs.SEARCH_INDEX_NAME: "index_name",
     outputs.SEARCH_INDEX_REPLICAS: "replicas",
+    outputs.SEARCH_INDEX_SHARDS: "shards",
     outputs.EMBEDDING_MODEL_ID: "embedding_model_id",
     outputs.EMBEDDING_DIMENSIONS: "embedding_dimensions",
 }
@@ -273,6 +274,7 @@ class ReindexSettings:
     replicas: int
     embedding_model_id: str
     embedding_dimensions: int
+    shards: int = 1
 
     def settings(self, region: str) -> Settings:
         return Settings(
@@ -281,6 +283,7 @@ class ReindexSettings:
             search_endpoint=self.search_endpoint,
             search_index=self.index_name,
             search_replicas=self.replicas,
+            search_shards=self.shards,
             embedding_model_id=self.embedding_model_id,
             embedding_dimensions=self.embedding_dimensions,
         )
@@ -292,6 +295,7 @@ def resolve(found: Mapping[str, str], options: Mapping[str, Any]) -> ReindexSett
     values: dict[str, Any] = {
         "index_name": defaults.search_index,
         "replicas": defaults.search_replicas,
+        "shards": defaults.search_shards,
         "embedding_model_id": defaults.embedding_model_id,
         "embedding_dimensions": defaults.embedding_dimensions,
     }
@@ -312,6 +316,7 @@ def resolve(found: Mapping[str, str], options: Mapping[str, Any]) -> ReindexSett
             search_endpoint=endpoint.rstrip("/"),
             index_name=str(values["index_name"]),
             replicas=int(values["replicas"]),
+            shards=int(values["shards"]),
             embedding_model_id=str(values["embedding_model_id"]),
             embedding_dimensions=int(values["embedding_dimensions"]),
         )
@@ -333,6 +338,7 @@ def add_command(commands: Any) -> None:
     where.add_argument("--search-endpoint", help="the OpenSearch domain endpoint, https://... (instead of --stack)")
     where.add_argument("--index-name", help="the index to write (default: the stage's, else uhp-recall-v1)")
     where.add_argument("--replicas", type=int, help="replicas of the index when it is created (default: the stage's)")
+    where.add_argument("--shards", type=int, help="primary shards of the index when created (default: the stage's)")
     where.add_argument("--embedding-model-id", help="the Bedrock model (default: the stage's)")
     where.add_argument("--embedding-dimensions", type=int, help="its dimensions (default: the stage's)")
     where.add_argument("--region", help="AWS region (default: the AWS configuration's)")
@@ -365,6 +371,7 @@ def run(args: argparse.Namespace) -> int:
             "search_endpoint": args.search_endpoint,
             "index_name": args.index_name,
             "replicas": args.replicas,
+            "shards": args.shards,
             "embedding_model_id": args.embedding_model_id,
             "embedding_dimensions": args.embedding_dimensions,
         }

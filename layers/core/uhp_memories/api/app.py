@@ -32,7 +32,7 @@ from uhp_memories.adapters.dynamodb.idempotency import (
     writing_under,
 )
 from uhp_memories.adapters.dynamodb.table import Contended
-from uhp_memories.api import json_limits
+from uhp_memories.api import json_limits, observability
 from uhp_memories.api.errors import (
     JSON,
     code_response,
@@ -374,7 +374,7 @@ def make_handler(
         except IdempotencyAlreadyInProgressError:
             return error_dict(409, "idempotency_in_progress", "a request with this Idempotency-Key is in progress")
 
-    return lambda_handler
+    return observability.observed(lambda_handler)  # traced, metrics flushed, log lines correlated
 
 
 def json_body(answer: dict[str, Any]) -> Any:
