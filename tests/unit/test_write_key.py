@@ -16,18 +16,28 @@ from uhp_memories.adapters.dynamodb.idempotency import WriteKey, WriteKeyTaken, 
 from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE, MAIN_TABLE
 from uhp_memories.adapters.dynamodb.table import ConditionFailed, DynamoTable
 
+# Tables of their own (names and a region no local stage uses): in `make test`'s one process, moto's
+# backends may already hold the integration suite's stage, which a nested mock shares.
+REGION = "eu-north-1"
+MAIN = "write-key-main"
+IDEM = "write-key-idempotency"
+
 
 @pytest.fixture
 def tables() -> Iterator[tuple[DynamoTable, Any]]:
     with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(**MAIN_TABLE.create_table_kwargs("main", with_stream=False))
-        client.create_table(**IDEMPOTENCY_TABLE.create_table_kwargs("idem", with_stream=False))
-        yield DynamoTable(client, "main"), client
+        client = boto3.client("dynamodb", region_name=REGION)
+        client.create_table(**MAIN_TABLE.create_table_kwargs(MAIN, with_stream=False))
+        client.create_table(**IDEMPOTENCY_TABLE.create_table_kwargs(IDEM, with_stream=False))
+        try:
+            yield DynamoTable(client, MAIN), client
+        finally:
+            client.delete_table(TableName=MAIN)
+            client.delete_table(TableName=IDEM)
 
 
 def key(body: str = "{}") -> WriteKey:
-    return WriteKey.of("idem", ["t", "user:a", "POST", "/v1/x", "k1"], body, 3600)
+    return WriteKey.of(IDEM, ["t", "user:a", "POST", "/v1/x", "k1"], body, 3600)
 
 
 def items(client: Any, table: str) -> list[dict[str, Any]]:
@@ -44,9 +54,9 @@ def test_the_first_transaction_carries_the_marker_and_the_next_goes_without(tabl
         table.transact([table.put_op(item(1))])
         assert write.committed
         table.put(item(2))  # a later write of the same request: no marker, no transaction
-    (marker,) = items(client, "idem")
+    (marker,) = items(client, IDEM)
     assert [v["S"] for v in marker["written"]["L"]] == ["hrec_" + "0" * 31 + "1", "hmem_" + "0" * 32]
-    assert len(items(client, "main")) == 2
+    assert len(items(client, MAIN)) == 2
 
 
 def test_a_second_attempt_fails_whole_on_the_marker(tables: tuple[DynamoTable, Any]) -> None:
@@ -58,7 +68,7 @@ def test_a_second_attempt_fails_whole_on_the_marker(tables: tuple[DynamoTable, A
     assert taken.value.details["written_ids"][0] == "hrec_" + "0" * 31 + "1"
     with writing_under(key()), pytest.raises(WriteKeyTaken):
         table.delete(item(1)["PK"], item(1)["SK"])
-    assert len(items(client, "main")) == 1
+    assert len(items(client, MAIN)) == 1
 
 
 def test_a_condition_of_the_write_itself_is_still_its_own(tables: tuple[DynamoTable, Any]) -> None:
@@ -68,7 +78,7 @@ def test_a_condition_of_the_write_itself_is_still_its_own(tables: tuple[DynamoTa
         table.transact([table.put_op(item(2)), table.put_op(item(1), "attribute_not_exists(PK)")])
     assert failed.value.failed == frozenset({1})
     assert not write.committed
-    assert items(client, "idem") == []
+    assert items(client, IDEM) == []
 
 
 def test_a_transaction_of_100_items_puts_its_marker_after(tables: tuple[DynamoTable, Any]) -> None:
@@ -76,6 +86,6 @@ def test_a_transaction_of_100_items_puts_its_marker_after(tables: tuple[DynamoTa
     with writing_under(key()) as write:
         table.transact([table.put_op(item(n)) for n in range(100)])
         assert write.committed
-    assert len(items(client, "main")) == 100
-    (marker,) = items(client, "idem")
+    assert len(items(client, MAIN)) == 100
+    (marker,) = items(client, IDEM)
     assert len(marker["written"]["L"]) == 100  # at most 100 ids are kept
