@@ -33,6 +33,11 @@ class Layout:
     def pyproject(self) -> Path:
         return self.root / "pyproject.toml"
 
+    @property
+    def layer_lock(self) -> Path:
+        """The dependencies layer's packages, pinned and hashed (infra/layer_lock.py makes it)."""
+        return self.root / "infra" / "layer-requirements.txt"
+
     def function_packages(self) -> tuple[str, ...]:
         """Every package under functions/ with a handler.py: API functions, the authorizer, workers."""
         return tuple(

@@ -2,7 +2,9 @@
 asset per function package.
 
 Dependencies are installed by pip for the Lambda platform (manylinux2014 aarch64, CPython 3.13,
-wheels only), so a laptop or CI without Docker builds the same layer Lambda runs. The core layer
+wheels only), so a laptop or CI without Docker builds the same layer Lambda runs, from the hash-locked
+infra/layer-requirements.txt (infra/layer_lock.py makes it from pyproject.toml's runtime pins):
+`pip install --require-hashes` installs exactly the wheels that were locked, or fails. The core layer
 leaves out what no deployed function runs: uhp_memories.local (moto), uhp_memories.admin (the
 operator CLI) and uhp_memories.harness (the a13n-harness client side).
 """
@@ -23,14 +25,15 @@ from aws_cdk import BundlingOptions, DockerImage, ILocalBundling, RemovalPolicy
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from infra import layer_lock
 from infra.layout import Layout
 
 RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
 # Wheels for either tag: pydantic-core ships only manylinux2014 for aarch64, google-re2 only
 # manylinux_2_28; the python3.13 runtime (Amazon Linux 2023, glibc 2.34) runs both.
-PIP_PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64")
-PIP_PYTHON_VERSION = "3.13"
+PIP_PLATFORMS = layer_lock.PIP_PLATFORMS
+PIP_PYTHON_VERSION = layer_lock.PIP_PYTHON_VERSION
 
 # Never shipped to Lambda: caches, build metadata, and the core package's local- and client-only subpackages.
 IGNORED_NAMES = ("__pycache__", "*.pyc", "*.pyo", "*.egg-info", ".DS_Store")
@@ -58,10 +61,11 @@ class CopyBundling:
 
 @jsii.implements(ILocalBundling)
 class PipBundling:
-    """pip installs pinned requirements into python/ for the Lambda platform, wheels only."""
+    """pip installs the locked requirements into python/ for the Lambda platform, wheels only, each
+    checked against its locked hash."""
 
-    def __init__(self, requirements: Sequence[str]) -> None:
-        self._requirements = tuple(requirements)
+    def __init__(self, lock: Path) -> None:
+        self._lock = lock
 
     def try_bundle(self, output_dir: str, *, image: DockerImage, **options: Any) -> bool:
         command = [
@@ -72,18 +76,15 @@ class PipBundling:
             "--quiet",
             "--disable-pip-version-check",
             "--no-compile",
-            *(argument for platform in PIP_PLATFORMS for argument in ("--platform", platform)),
-            "--implementation",
-            "cp",
-            "--python-version",
-            PIP_PYTHON_VERSION,
-            "--only-binary=:all:",
+            "--require-hashes",
+            *layer_lock.PLATFORM_ARGUMENTS,
             "--target",
             str(Path(output_dir) / "python"),
-            *self._requirements,
+            "--requirement",
+            str(self._lock),
         ]
         # A failure must stop the synth: falling back to Docker would only fail later, less clearly.
-        subprocess.run(command, check=True)  # noqa: S603 - fixed executable, pinned requirement strings
+        subprocess.run(command, check=True)  # noqa: S603 - fixed executable, a locked requirements file
         return True
 
 
@@ -98,20 +99,21 @@ class Packaging(Construct):
         self.layers = [self.dependencies_layer, self.core_layer]
 
     def _build_dependencies_layer(self, removal_policy: RemovalPolicy) -> lambda_.LayerVersion:
-        requirements = self._layout.runtime_requirements()
-        fingerprint = json.dumps([requirements, *PIP_PLATFORMS, PIP_PYTHON_VERSION])
+        lock = self._layout.layer_lock
+        fingerprint = json.dumps([lock.read_text(), *PIP_PLATFORMS, PIP_PYTHON_VERSION])
         code = lambda_.Code.from_asset(
-            str(self._layout.pyproject.parent / "layers"),
-            # The layer is a function of the pins alone: the same pins never redeploy it.
+            str(lock.parent),
+            # The layer is a function of the lock alone: the same lock never redeploys it.
             asset_hash=hashlib.sha256(fingerprint.encode()).hexdigest(),
             bundling=BundlingOptions(
                 image=RUNTIME.bundling_image,
                 command=[
                     "bash",
                     "-c",
-                    "pip install --no-compile -t /asset-output/python " + " ".join(f"'{r}'" for r in requirements),
+                    "pip install --no-compile --require-hashes -t /asset-output/python "
+                    f"--requirement /asset-input/{lock.name}",
                 ],
-                local=PipBundling(requirements),
+                local=PipBundling(lock),
             ),
         )
         return lambda_.LayerVersion(
@@ -120,7 +122,7 @@ class Packaging(Construct):
             code=code,
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
-            description="uhp-memories third-party runtime dependencies (pyproject [project].dependencies)",
+            description="uhp-memories third-party runtime dependencies (infra/layer-requirements.txt)",
             removal_policy=removal_policy,
         )
 

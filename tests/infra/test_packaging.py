@@ -26,25 +26,47 @@ def test_the_dependencies_layer_is_the_runtime_dependencies_and_nothing_dev() ->
     assert all("==" in r for r in requirements), "the layer is built from exact pins"
 
 
-def test_pip_bundling_installs_wheels_for_lambda_arm64(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_pip_bundling_installs_the_locked_wheels_for_lambda_arm64(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+                                                                   ) -> None:
     pytest.importorskip("aws_cdk", reason="the infra extra is not installed")
     from infra.constructs import packaging
 
     calls: list[list[str]] = []
     monkeypatch.setattr(packaging.subprocess, "run", lambda command, check: calls.append(command))
 
-    assert packaging.PipBundling(["pydantic==2.13.4"]).try_bundle(str(tmp_path), image=NO_IMAGE) is True
+    assert packaging.PipBundling(REPO.layer_lock).try_bundle(str(tmp_path), image=NO_IMAGE) is True
     (command,) = calls
-    assert command[:3] == [sys.executable, "-m", "pip"]
+    assert command[:4] == [sys.executable, "-m", "pip", "install"]
     for option, value in (
         ("--platform", "manylinux2014_aarch64"),
         ("--python-version", "3.13"),
         ("--implementation", "cp"),
         ("--target", str(tmp_path / "python")),
+        ("--requirement", str(REPO.layer_lock)),
     ):
         assert command[command.index(option) + 1] == value
-    assert "--only-binary=:all:" in command
-    assert command[-1] == "pydantic==2.13.4"
+    assert {"--only-binary=:all:", "--require-hashes"} <= set(command)
+
+
+def test_the_layer_lock_agrees_with_pyprojects_runtime_pins() -> None:
+    from infra.layer_lock import disagreements
+
+    assert disagreements(REPO) == [], "run: .venv/bin/python -m infra.layer_lock"
+
+
+def test_a_pin_changed_in_pyproject_alone_is_a_disagreement(tmp_path: Path) -> None:
+    from infra.layer_lock import Lock, disagreements
+
+    (tmp_path / "infra").mkdir()
+    (tmp_path / "infra" / "layer-requirements.txt").write_text(REPO.layer_lock.read_text())
+    pinned = next(r for r in REPO.runtime_requirements() if r.startswith("pydantic=="))
+    (tmp_path / "pyproject.toml").write_text(REPO.pyproject.read_text().replace(pinned, "pydantic==2.0.0"))
+    lock = Lock.read(REPO.layer_lock)
+
+    assert lock.pins["pydantic"] == pinned.split("==")[1]
+    assert all(len(digest) == 64 for digests in lock.hashes.values() for digest in digests)
+    found = disagreements(Layout(tmp_path))
+    assert any("pydantic==2.0.0" in line for line in found), found
 
 
 def test_the_core_layer_leaves_out_local_only_code(tmp_path: Path) -> None:
