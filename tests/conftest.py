@@ -24,7 +24,9 @@ WORKFLOW_WAIT_SECONDS = 600.0
 
 @pytest.fixture(scope="session")
 def local_aws() -> Iterator[LocalAws]:
-    local = LocalAws(Settings(workflow_wait_seconds=WORKFLOW_WAIT_SECONDS)).start()
+    # Connected to mem0 (OSS, in this process) beside the native provider, as a stage may be (§10): the
+    # tree mixes both, and mem0 loads only when a test first reaches a memory it keeps.
+    local = LocalAws(Settings(workflow_wait_seconds=WORKFLOW_WAIT_SECONDS, mem0="oss")).start()
     yield local
     local.stop()
 

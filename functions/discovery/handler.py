@@ -22,7 +22,8 @@ def handle_providers() -> Response[schemas.ProviderList]:
     container = bootstrap.container()
     languages = container.queries.free_languages_configured()
     document = capabilities.native_provider(languages, derives=container.observing.derives)
-    return respond(schemas.ProviderList(data=[document]))
+    others = [provider.capabilities() for provider in container.ports.providers.connected()]
+    return respond(schemas.ProviderList(data=[document, *others]))
 
 
 lambda_handler = make_handler(app)

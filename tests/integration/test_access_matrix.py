@@ -426,7 +426,8 @@ def test_only_owners_reach_a_harness(world: World, outsiders: dict[str, Client])
         answer = client.get("/v1/harnesses/h1/memories")
         if who in reads:
             memories, hidden = reads[who]
-            if (answer.status_code, answer.json().get("memories"), answer.json().get("hidden")) != (200, memories, hidden):
+            got = (answer.status_code, answer.json().get("memories"), answer.json().get("hidden"))
+            if got != (200, memories, hidden):
                 mismatches.append(f"{who}: want {memories} hidden {hidden}, got {answer.text[:200]}")
             continue
         if "@" in who:  # another tenant has no harness h1 (one it writes is its own, elsewhere)

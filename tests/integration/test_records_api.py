@@ -831,7 +831,8 @@ def test_a_forgotten_record_leaves_get_by_id_unless_history_is_asked_for(alice: 
     for version in (v1, v2):
         answer = alice.get(records_path(mid, version["id"]))
         assert (answer.status_code, error_code(answer)) == (404, "memory_record_not_found")
-        assert "v1" not in answer.text and "v2" not in answer.text
+        assert "v1" not in answer.text
+        assert "v2" not in answer.text
     assert get_record(alice, mid, v2["id"], include="all") == gone
     assert get_record(alice, mid, v1["id"], include="all")["status"] == "superseded"
     # Forget takes the record out of the reads that search the memory.

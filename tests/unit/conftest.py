@@ -18,8 +18,8 @@ from tests.fakes import (
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.derivation import Deriver
 from uhp_memories.domain.grants import GrantService
-from uhp_memories.domain.memories import MemoryService
 from uhp_memories.domain.harnesses import HarnessList
+from uhp_memories.domain.memories import MemoryService
 from uhp_memories.domain.models import Attachment, Caller
 from uhp_memories.domain.observing import ObserveService
 from uhp_memories.domain.records import RecordService
@@ -60,7 +60,8 @@ def attach(world: World, harness: Caller, memory_id: str, access: str = "write")
     """Put a memory on a harness's list, as its owner would: a harness writes only at or below a memory
     it attached with write (domain/access.py, HarnessReach). Grants are the test's to make."""
     lists = world.ports.attachments
-    assert isinstance(lists, InMemoryAttachmentRepository) and harness.harness_id is not None
+    assert isinstance(lists, InMemoryAttachmentRepository)
+    assert harness.harness_id is not None
     stored = lists.get_list(harness.tenant, harness.harness_id)
     entries = [e for e in (stored.entries if stored else []) if e.memory_id != memory_id]
     lists.lists[(harness.tenant, harness.harness_id)] = HarnessList([*entries, Attachment(memory_id, access)], ())

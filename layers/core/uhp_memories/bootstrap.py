@@ -41,6 +41,7 @@ from uhp_memories.domain.memories import MemoryService
 from uhp_memories.domain.observing import ObserveService
 from uhp_memories.domain.operations import OperationService
 from uhp_memories.domain.prime import PrimeService
+from uhp_memories.domain.providers import Providers, RecordProvider
 from uhp_memories.domain.queries import QueryService
 from uhp_memories.domain.recall import AbstainPolicy, RecallService
 from uhp_memories.domain.records import RecordService
@@ -223,6 +224,61 @@ def build_deriver(settings: Settings, *, session: Any | None = None, client: Any
     )
 
 
+class LazyProvider:
+    """A connected provider, built on first use: its library (mem0 and its stores: about 1.6 s here) loads
+    only in a process that reaches a memory bound to it, or lists the providers."""
+
+    def __init__(self, provider_id: str, connect: Callable[[], RecordProvider]) -> None:
+        self.id = provider_id
+        self._provider = lazy(connect)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._provider(), name)
+
+
+def build_providers(settings: Settings, engine: Callable[[], RecallEngine | None],
+                    session: Any | None = None) -> Providers:
+    """The providers this stage is connected to beside the native one (settings.mem0). mem0 is given the
+    stage's own embedder (MiniLM locally, Titan in AWS), so a memory's records are embedded alike
+    whichever provider keeps them, and, with `mem0_infer`, the stage's derivation endpoint."""
+    if settings.mem0 == "none":
+        return Providers()
+
+    def connect_mem0() -> RecordProvider:
+        from uhp_memories.adapters.system import SystemClock
+        from uhp_memories.domain.timefmt import format_ms
+        from uhp_memories.providers.mem0 import Mem0Settings, connect
+
+        api_key = settings.mem0_api_key
+        if settings.mem0 == "platform" and not api_key and settings.mem0_api_key_secret:
+            import boto3
+
+            secrets = (session or boto3).client("secretsmanager", region_name=settings.region)
+            api_key = secrets.get_secret_value(SecretId=settings.mem0_api_key_secret)["SecretString"]
+        infers = settings.mem0_infer and settings.derivation == "openai"
+        connected = Mem0Settings(
+            mode=settings.mem0,
+            folder=settings.mem0_folder or None,
+            derive_url=settings.derivation_base_url if infers else None,
+            derive_model=settings.derivation_model if infers else None,
+            derive_api_key=settings.derivation_api_key or None,
+            api_key=api_key or None,
+            host=settings.mem0_host or None,
+        )
+        recall = engine()
+        if recall is None and settings.mem0 == "oss":
+            raise RuntimeError("mem0 OSS embeds with the stage's embedder, and this stage has no recall engine")
+        clock = SystemClock()
+        return connect(
+            connected,
+            embedder=recall.embedder if recall is not None else None,
+            dimensions=recall.embedder.dimensions if recall is not None else 0,
+            now=lambda: format_ms(clock.now_ms()),
+        )
+
+    return Providers({"mem0": LazyProvider("mem0", connect_mem0)})
+
+
 def timer_of(settings: Settings, client: Any | None = None) -> EventBridgeTimer | None:
     """The stage's timer for consolidation schedules (None where it has none); its client built on first use."""
     if not settings.schedule_group:
@@ -257,17 +313,19 @@ def build(
     objects = S3ObjectStore(s3_client, settings.files_bucket, s3_presign_client)
     jobs = DynamoJobRepository(table)
     attachments = DynamoAttachmentRepository(table)
+    engine = recall_engine or lazy(lambda: build_recall_engine(settings))
+    providers = build_providers(settings, engine)
     ports = Ports(
         memories=DynamoMemoryRepository(table),
         records=DynamoRecordRepository(table),
         clock=SystemClock(),
         ids=RandomIds(),
         attachments=attachments,
+        providers=providers,
     )
     file_repository = DynamoFileRepository(table)
     files = FileService(ports, objects, file_repository)
     paths = DynamoPathRepository(table)
-    engine = recall_engine or lazy(lambda: build_recall_engine(settings))
     memories = MemoryService(ports, objects, jobs.holds, engine, files=file_repository)
     types = TypeService(ports, DynamoTypeRepository(table), BUILTIN_TYPES)
     records = RecordService(ports, memories, files, engine, paths, types)
@@ -313,7 +371,7 @@ def build(
         deriver=deriver,
     )
     observing = ObserveService(ports, records, removal, jobs, workflows, deriver, engine)
-    harnesses = HarnessService(ports, attachments)
+    harnesses = HarnessService(ports, attachments, providers)
     prime = PrimeService(
         ports, memories, harnesses, DynamoPinRepository(table), DynamoPlacementRepository(table), count_tokens
     )

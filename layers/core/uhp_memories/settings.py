@@ -61,6 +61,17 @@ class Settings(BaseModel):
     derivation_api_key: str = Field(default="", repr=False)
     derivation_api_key_secret: str = ""
     derivation_max_tokens: int = Field(default=4096, ge=256, le=65536)
+    # A provider beside the native one (§10): mem0 (uhp_memories/providers/mem0.py). "oss": mem0's own
+    # library in this process, its stores under `mem0_folder` (none: a folder of the process's own); with
+    # `mem0_infer`, mem0 derives with the stage's OpenAI-compatible derivation endpoint. "platform": mem0's
+    # hosted service, its API key from `mem0_api_key` (local) or the Secrets Manager secret
+    # `mem0_api_key_secret` (AWS). "none": only the native provider.
+    mem0: Literal["none", "oss", "platform"] = "none"
+    mem0_folder: str = ""
+    mem0_infer: bool = False
+    mem0_api_key: str = Field(default="", repr=False)
+    mem0_api_key_secret: str = ""
+    mem0_host: str = ""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -99,4 +110,10 @@ class Settings(BaseModel):
             derivation_api_key=env.get("UHP_DERIVATION_API_KEY", ""),
             derivation_api_key_secret=env.get("UHP_DERIVATION_API_KEY_SECRET", ""),
             derivation_max_tokens=int(env.get("UHP_DERIVATION_MAX_TOKENS", "4096")),
+            mem0=env.get("UHP_MEM0", "none"),  # type: ignore[arg-type]  # validated by the model
+            mem0_folder=env.get("UHP_MEM0_FOLDER", ""),
+            mem0_infer=env.get("UHP_MEM0_INFER", "false").lower() == "true",
+            mem0_api_key=env.get("UHP_MEM0_API_KEY", ""),
+            mem0_api_key_secret=env.get("UHP_MEM0_API_KEY_SECRET", ""),
+            mem0_host=env.get("UHP_MEM0_HOST", ""),
         )

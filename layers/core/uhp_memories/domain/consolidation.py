@@ -219,7 +219,8 @@ class ConsolidationService:
 
     def start(self, caller: Caller, memory_id: str, budget: int | None) -> Run:
         """Start a pass now. It rewrites the memory, so it needs write."""
-        self._ports.access(caller).require(memory_id, "write")
+        memory = self._ports.access(caller).require(memory_id, "write")
+        self._ports.providers.require_native(memory, "consolidation runs")
         limit = DEFAULT_BUDGET if budget is None else budget
         if not 1 <= limit <= MAX_BUDGET:
             raise MemoryInvalid(f"budget.limit is 1 to {MAX_BUDGET} tokens")

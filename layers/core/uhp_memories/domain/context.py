@@ -8,6 +8,7 @@ from typing import Protocol
 
 from uhp_memories.domain.access import AccessView, HarnessReach
 from uhp_memories.domain.models import Attachment, Caller
+from uhp_memories.domain.providers import NATIVE_ONLY, Providers
 from uhp_memories.ports import Clock, IdGenerator, MemoryRepository, RecordRepository
 
 
@@ -27,6 +28,9 @@ class Ports:
     # Where a harness's list is read to narrow its privileges (HarnessReach). Every composition sets it;
     # without it a harness holds what its grants give.
     attachments: AttachedLists | None = None
+    # The providers this deployment is connected to (§10); a memory's records are kept by the one it
+    # names, and every service asks here which, after the access check (domain/providers.py).
+    providers: Providers = NATIVE_ONLY
 
     def access(self, caller: Caller) -> AccessView:
         """One caller's view for one request: each memory it touches is read once, with its grants;

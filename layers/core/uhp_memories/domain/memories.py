@@ -15,8 +15,6 @@ from uhp_memories.domain.files import FileRepository, ObjectStore, held_file, me
 from uhp_memories.domain.limits import LIST_DEFAULT, LIST_MAX, MAX_TREE_DEPTH
 from uhp_memories.domain.models import NATIVE_PROVIDER, PRIVILEGES, Caller, Grant, Memory, Page
 
-PROVIDERS = (NATIVE_PROVIDER,)
-
 
 @dataclass(frozen=True)
 class MemoryView:
@@ -197,9 +195,12 @@ class MemoryService:
             parent = access.require(parent_id, "create")
             self._check_depth(access, parent)
             inherited_provider = parent.provider
+        # §2: set at creation, inherited from the parent when omitted; only a provider this server is
+        # connected to (§10.1), whatever the parent's provider is.
         chosen_provider = provider or inherited_provider
-        if chosen_provider not in PROVIDERS:
-            raise MemoryInvalid(f"unknown provider '{chosen_provider}'; this server offers {list(PROVIDERS)}")
+        offered = self._ports.providers.ids
+        if chosen_provider not in offered:
+            raise MemoryInvalid(f"unknown provider '{chosen_provider}'; this server offers {list(offered)}")
         now = self._ports.clock.now_ms()
         memory = Memory(
             tenant=caller.tenant,
@@ -321,6 +322,10 @@ class MemoryService:
         subtree = self._subtree(tenant, memory_id)
         index = self._index() if self._index is not None else None
         for node_id in reversed(subtree):
+            node = self._ports.memories.get(tenant, node_id)
+            provider = self._ports.providers.of(node) if node is not None else None
+            if provider is not None and node is not None:  # another provider keeps its records
+                provider.drop_memory(node)
             if index is not None:
                 index.drop_memory(tenant, node_id)
             if self._objects is not None:

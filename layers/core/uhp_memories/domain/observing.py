@@ -95,6 +95,9 @@ class ObserveService:
         views = self._records.observe(caller, memory_id, episodes)
         if not self.derives:
             return Observed(views, None)
+        memory = self._ports.memories.get(caller.tenant, memory_id)
+        if memory is not None and self._ports.providers.of(memory) is not None:
+            return Observed(views, None)  # another provider derives as it declares (§5.1), or not at all
         job = start_job(self._ports, self._jobs, self._workflows, caller, DERIVE, memory_id, status="pending",
                         result={"episodes": [v.record.id for v in views]})
         return Observed(views, job)

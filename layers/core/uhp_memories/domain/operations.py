@@ -20,7 +20,7 @@ from typing import Any
 from uhp_memories.domain import calendar
 from uhp_memories.domain.builtin_types import CALENDAR_EVENT, DONE, TASK
 from uhp_memories.domain.context import Ports
-from uhp_memories.domain.errors import MemoryInvalid, MemoryNotFound, MemoryUnsupported, RecordNotFound
+from uhp_memories.domain.errors import MemoryInvalid, MemoryUnsupported, RecordNotFound
 from uhp_memories.domain.memories import MemoryService
 from uhp_memories.domain.models import CORE_TYPES, Caller, RecordVersion
 from uhp_memories.domain.queries import recall_input, substitute
@@ -85,8 +85,8 @@ class OperationService:
     def prepare(self, caller: Caller, memory_id: str, record_id: str, name: str) -> Prepared:
         """The operation `name` of the record's type (what it requires says whether it writes)."""
         access = self._ports.access(caller)
-        if not access.can_see(memory_id):
-            raise MemoryNotFound(memory_id)
+        memory = access.visible(memory_id)
+        self._ports.providers.require_native(memory, "extension types and their operations (§8)")
         record = self._ports.records.get(caller.tenant, memory_id, record_id) if ID_PATTERN.match(record_id) else None
         if record is None:
             raise RecordNotFound(record_id)

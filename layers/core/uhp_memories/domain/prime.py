@@ -192,7 +192,7 @@ class PrimeService:
     def pin(self, caller: Caller, memory_id: str, record_ids: Sequence[str]) -> list[PinnedRecord]:
         """Replace the memory's pins with these records, each a current, active record of the memory."""
         access = self._ports.access(caller)
-        access.require(memory_id, PIN_PRIVILEGE)
+        self._ports.providers.require_native(access.require(memory_id, PIN_PRIVILEGE), "prime pins")
         if len(record_ids) > MAX_PINS:
             raise MemoryInvalid(f"a memory has at most {MAX_PINS} records pinned for prime")
         if len(set(record_ids)) != len(record_ids):

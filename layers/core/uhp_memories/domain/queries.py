@@ -105,7 +105,7 @@ class QueryService:
     # -- named -------------------------------------------------------------------------------
 
     def define(self, caller: Caller, memory_id: str, name: str, definition: dict[str, Any]) -> NamedQuery:
-        self._ports.access(caller).require(memory_id, "write")
+        self._ports.providers.require_native(self._ports.access(caller).require(memory_id, "write"), "named queries")
         if not NAME.match(name):
             raise MemoryInvalid("a query name is 1 to 64 lowercase letters, digits or '_', starting with a letter")
         if definition.get("name") not in (None, name):
@@ -148,7 +148,7 @@ class QueryService:
 
     def run(self, caller: Caller, memory_id: str, name: str, params: Any) -> RecallAnswer:
         access = self._ports.access(caller)
-        access.require(memory_id, "read")
+        self._ports.providers.require_native(access.require(memory_id, "read"), "named queries")
         query = self._queries.get(caller.tenant, memory_id, name) if NAME.match(name) else None
         if query is None:
             raise QueryNotFound(name)
@@ -167,6 +167,7 @@ class QueryService:
     ) -> RecallAnswer:
         access = self._ports.access(caller)
         memory = access.require(memory_id, "read")
+        self._ports.providers.require_native(memory, "free queries")
         index = self._free_index()
         if index is None or language not in getattr(index, "free_query_languages", ()):
             raise MemoryUnsupported(

@@ -22,10 +22,11 @@ from typing import Any, Protocol
 from uhp_memories.domain.access import AccessView
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import DomainError, MemoryInvalid
-from uhp_memories.domain.filters import Filter, parse_filter
+from uhp_memories.domain.filters import Filter, matches, parse_filter
 from uhp_memories.domain.limits import MAX_DEPTH, RECALL_LIMIT_MAX
 from uhp_memories.domain.memories import MemoryService, MemorySummary
 from uhp_memories.domain.models import Caller, Memory, RecordVersion
+from uhp_memories.domain.providers import RecordProvider
 from uhp_memories.domain.records import INCLUDE_VALUES, RecordService, RecordView
 
 logger = logging.getLogger(__name__)
@@ -69,6 +70,31 @@ class SearchHit(Protocol):
 
     @property
     def memory_id(self) -> str: ...
+
+
+def _checked_limit(request: RecallInput) -> int:
+    """The request's limit, once its shape is checked (memory_invalid otherwise)."""
+    limit = request.limit if request.limit is not None else RECALL_LIMIT_DEFAULT
+    if not 1 <= limit <= RECALL_LIMIT_MAX:
+        raise MemoryInvalid(f"limit must be between 1 and {RECALL_LIMIT_MAX}")
+    if request.include not in INCLUDE_VALUES:
+        raise MemoryInvalid(f"include must be one of {list(INCLUDE_VALUES)}")
+    if request.depth < 0:
+        raise MemoryInvalid("depth is 0 (this memory only) or more")
+    if not request.asks:
+        raise MemoryInvalid(NOTHING_ASKED)
+    return limit
+
+
+@dataclass(frozen=True)
+class _ProviderHit:
+    """Another provider's hit, as abstain reads a hit (SearchHit)."""
+
+    record_id: str
+    score: float
+    why: tuple[str, ...]
+    signals: Any
+    memory_id: str
 
 
 class RecallIndex(Protocol):
@@ -351,16 +377,11 @@ class RecallService:
         embedding = index.embedding(request.query) if index and request.query else None
         access = self._ports.access(caller)
         memory = access.require(memory_id, "read")
-        limit = request.limit if request.limit is not None else RECALL_LIMIT_DEFAULT
-        if not 1 <= limit <= RECALL_LIMIT_MAX:
-            raise MemoryInvalid(f"limit must be between 1 and {RECALL_LIMIT_MAX}")
-        if request.include not in INCLUDE_VALUES:
-            raise MemoryInvalid(f"include must be one of {list(INCLUDE_VALUES)}")
-        if request.depth < 0:
-            raise MemoryInvalid("depth is 0 (this memory only) or more")
-        if not request.asks:
-            raise MemoryInvalid(NOTHING_ASKED)
+        limit = _checked_limit(request)
         flt = parse_filter(request.filters)
+        provider = self._ports.providers.of(memory)
+        if provider is not None:  # another provider keeps this memory's records (§10)
+            return self._recall_in(provider, access, memory, request, flt, limit, index)
         instant = self._records.resolve_as_of(caller, memory_id, request.as_of) if request.as_of else None
         degraded: list[str] = []
         depth = request.depth
@@ -454,6 +475,67 @@ class RecallService:
                     tuple(hit.why),
                 )
                 for score, _, record, hit in best
+            ],
+            parent=parent,
+            children=children,
+            degraded=degraded,
+            abstain=judged.abstain,
+        )
+
+    def _recall_in(
+        self,
+        provider: RecordProvider,
+        access: AccessView,
+        memory: Memory,
+        request: RecallInput,
+        flt: Any,
+        limit: int,
+        index: RecallIndex | None,
+    ) -> RecallAnswer:
+        """Recall in a memory another provider keeps: its search, by the signals it has (§10.2); the
+        fields the adapter applies over what it answers; what it lacks said in `degraded`, never ignored
+        (§6.3); scores and abstain on the same scale as the native provider's, when it embeds with the
+        stage's model (mem0 does: it is given ours)."""
+        if request.as_of:
+            self._ports.providers.require_native(memory, "as_of (reading a memory as it stood)")
+        degraded: list[str] = []
+        if request.depth > 0:
+            degraded.append("depth:capped_at_0")  # each memory's provider answers for that memory alone
+        searched_for = request.searched()
+        if request.text:  # words the caller sent (a query's own words are asked of a word index only)
+            degraded.append("text:not_supported")
+        wanted = set(request.types)
+        if searched_for.query:
+            # Over-asked, for the fields and types the adapter applies over what the provider answers.
+            answered = provider.recall(memory, searched_for.query, None, min(limit * 4, 400), request.include)
+            degraded += [d for d in answered.degraded if d not in degraded]
+            found = [(v, score, why) for v, score, why in answered.hits
+                     if (not wanted or v.type in wanted) and matches(flt, v)][:limit]
+        elif request.text:
+            found = []
+        else:  # fields (and types) alone: the memory's newest records that match
+            found = []
+            for _, version in provider.scan(memory, request.include, None):
+                if (not wanted or version.type in wanted) and matches(flt, version):
+                    found.append((version, 1.0, ("filters" if request.filters else "types",)))
+                    if len(found) == limit:
+                        break
+        hits = [_ProviderHit(v.id, score, why, {"query": score} if "query" in why else {}, memory.id)
+                for v, score, why in found]
+        judged = self._abstain.judge(
+            replace(searched_for, text=None) if searched_for.query else searched_for,
+            hits, getattr(index, "model_id", None),
+        )
+        parent, children = self._memories.neighbours(access, memory)
+        top = max((h.score for h in hits), default=0.0)
+        return RecallAnswer(
+            results=[
+                RecallResult(
+                    self._records.view(access, version),
+                    round(judged.confidence * (hit.score / top if top > 0 else 1.0), 6),
+                    hit.why,
+                )
+                for (version, _, _), hit in zip(found, hits, strict=True)
             ],
             parent=parent,
             children=children,

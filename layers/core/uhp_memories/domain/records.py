@@ -41,8 +41,9 @@ from uhp_memories.domain.limits import (
     TYPE_CHARS,
 )
 from uhp_memories.domain.memories import MemoryService, MemorySummary
-from uhp_memories.domain.models import CORE_TYPES, Caller, Checked, Page, RecordVersion, Snapshot
+from uhp_memories.domain.models import CORE_TYPES, Caller, Checked, Memory, Page, RecordVersion, Snapshot
 from uhp_memories.domain.paths import PathCondition, PathConflict, PathEntry, check_directory, check_path
+from uhp_memories.domain.providers import RecordProvider
 from uhp_memories.domain.timefmt import format_ms, parse_instant
 from uhp_memories.domain.types import check_stated_type
 
@@ -207,9 +208,12 @@ class RecordService:
         # embed_ahead). Only a text known before the checks: a bounded core-type text, which is its
         # content; a refused write's embedding ends on its worker thread, unread.
         ahead = embed_ahead(self._index, [record]) if _text_known_early([given]) else None
-        access.require(memory_id, "write")
+        memory = access.require(memory_id, "write")
         self._check_input(given)
         check_stated_type(given.type)
+        provider = self._provider(memory, [given])
+        if provider is not None:  # another provider keeps this memory's records (§10)
+            return self._view(access, provider.remember(caller, memory, record))
         record = self._typed(record)
         record = record.evolve(origin=terms.origin)
         if _is_file(given.content):
@@ -237,13 +241,16 @@ class RecordService:
         # checks below refuse; whatever a write did not embed ahead, index_after_commit embeds.
         early = len(episodes) <= OBSERVE_MAX and _text_known_early(episodes)
         ahead = embed_ahead(self._index, records) if early else None
-        access.require(memory_id, "write")
+        memory = access.require(memory_id, "write")
         if not 1 <= len(episodes) <= OBSERVE_MAX:
             raise MemoryInvalid(f"observe takes 1 to {OBSERVE_MAX} episodes")
         for given in episodes:
             if given.type != "episode":
                 raise MemoryInvalid("observe takes episodes; remember writes other types")
             self._check_input(given)
+        provider = self._provider(memory, episodes)
+        if provider is not None:
+            return [self._view(access, r) for r in provider.observe(caller, memory, records)]
         try:
             self._ports.records.append_many(records)
         except TreeChanged:
@@ -265,12 +272,12 @@ class RecordService:
         moves the file. `sent`: the record fields the caller stated itself, when not the keys of
         `changes` (an operation states none: it sends its input, not fields)."""
         access = self._ports.access(caller)
-        access.require(memory_id, "write")
+        memory = access.require(memory_id, "write")
         if not changes:
             raise MemoryInvalid("a revision changes at least one of content, attributes, time, references or path")
         if "path" in changes and changes["path"] is None:
             raise MemoryInvalid("a file's path cannot be removed; forget the file instead")
-        current = self._current_or_conflict(caller, memory_id, record_id)
+        current = self._current_or_conflict(caller, memory_id, record_id, memory)
         reader = "read" in access.privileges(memory_id)
         try:
             if current.type == "episode":
@@ -287,11 +294,21 @@ class RecordService:
                 path=changes.get("path", current.path),
             )
             self._check_input(merged)
+            provider = self._provider(memory, [merged])
             checked = self._checked(caller.tenant, merged.type, merged.attributes, merged.content)
         except MemoryInvalid:
             if reader:
                 raise
             raise MemoryInvalid(UNREADABLE_REFUSAL) from None
+        stated = set(changes if sent is None else sent) | {"written_by", "origin"}
+        if provider is not None:
+            revised = current.evolve(
+                content=merged.content, attributes=merged.attributes, valid_from=merged.valid_from,
+                valid_to=merged.valid_to, references=merged.references,
+                written_at=format_ms(self._ports.clock.now_ms()), written_by=caller.written_by,
+            )
+            kept = provider.revise(caller, memory, current, revised)
+            return self._view(access, kept, withheld=withheld_from(access, memory_id, stated))
         content = merged.content
         if "content" in changes and _is_file(content):
             # New bytes: a new version of the chain's object, the earlier bytes kept.
@@ -324,13 +341,16 @@ class RecordService:
             self._release_upload(caller, revision)
         index_after_commit(self._index, [closed, revision], ahead)
         # The new version's writer and origin are the caller's own; the rest it sent, or may not see.
-        stated = set(changes if sent is None else sent) | {"written_by", "origin"}
         return self._view(access, revision, withheld=withheld_from(access, memory_id, stated))
 
     def forget(self, caller: Caller, memory_id: str, record_id: str, terms: WriteTerms = NO_TERMS) -> RecordView:
         access = self._ports.access(caller)
-        access.require(memory_id, "write")
-        current = self._current_or_conflict(caller, memory_id, record_id)
+        memory = access.require(memory_id, "write")
+        current = self._current_or_conflict(caller, memory_id, record_id, memory)
+        provider = self._ports.providers.of(memory)
+        if provider is not None:
+            gone = provider.forget(caller, memory, current)
+            return self._view(access, gone, withheld=withheld_from(access, memory_id, ()))
         closed = current.evolve(
             status="forgotten",
             invalidated_at=format_ms(self._ports.clock.now_ms()),
@@ -344,6 +364,19 @@ class RecordService:
             raise _as_seen(refused, "read" in access.privileges(memory_id)) from None
         index_after_commit(self._index, [closed])
         return self._view(access, closed, withheld=withheld_from(access, memory_id, ()))
+
+    def _provider(self, memory: Memory, given: Sequence[RecordInput]) -> RecordProvider | None:
+        """The provider that keeps this memory's records when it is not this server's own, after refusing
+        what that provider cannot keep: files (a path, file content) and extension types (§8), which
+        only the native provider implements (memory_unsupported, §12)."""
+        provider = self._ports.providers.of(memory)
+        if provider is None:
+            return None
+        if any(g.path is not None or _is_file(g.content) for g in given):
+            self._ports.providers.require_native(memory, "files")
+        if any(g.type not in CORE_TYPES for g in given):
+            self._ports.providers.require_native(memory, "extension types (§8)")
+        return provider
 
     def _attach(self, caller: Caller, content: dict[str, Any], memory_id: str, chain_id: str) -> dict[str, Any]:
         """A file already held (carried into a revision unchanged) stays as it is; a new one is
@@ -408,11 +441,12 @@ class RecordService:
         not found if it was written later (or forgotten by then, unless include=all). Never another
         version of its chain, which would answer under an id the caller did not ask for."""
         access = self._ports.access(caller)
-        access.require(memory_id, "read")
+        memory = access.require(memory_id, "read")
         if include not in INCLUDE_VALUES:
             raise MemoryInvalid(f"include must be one of {list(INCLUDE_VALUES)}")
-        record = self._find(caller, memory_id, record_id)
+        record = self._find(caller, memory_id, record_id, memory)
         if as_of is not None:
+            self._ports.providers.require_native(memory, "as_of (reading a memory as it stood)")
             instant = self.resolve_as_of(caller, memory_id, as_of)
             if record.written_at > instant:
                 raise RecordNotFound(record_id)
@@ -424,7 +458,7 @@ class RecordService:
         return self._view(access, record)
 
     def _chain_forgotten(self, caller: Caller, record: RecordVersion) -> bool:
-        if record.is_current:
+        if record.is_current:  # every version another provider answers is its record's current one
             return record.status == "forgotten"
         return self._ports.records.chain(caller.tenant, record.chain_id)[-1].status == "forgotten"
 
@@ -450,6 +484,11 @@ class RecordService:
             check_path(path)
         if under is not None:
             check_directory(under)
+        provider = self._ports.providers.of(memory)
+        if provider is not None and (path is not None or under is not None):
+            self._ports.providers.require_native(memory, "files (path, under)")
+        if provider is not None and as_of is not None:
+            self._ports.providers.require_native(memory, "as_of (reading a memory as it stood)")
         size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
         if include not in INCLUDE_VALUES:
             raise MemoryInvalid(f"include must be one of {list(INCLUDE_VALUES)}")
@@ -458,7 +497,10 @@ class RecordService:
         instant = self.resolve_as_of(caller, memory_id, as_of) if as_of is not None else None
         kind = f"records:{include}:{instant or ''}"
         after = cursors.decode(kind, cursor, str, over=memory_id)
-        candidates = self._candidates(caller, memory_id, include, instant, after)
+        candidates = (
+            provider.scan(memory, include, after) if provider is not None
+            else self._candidates(caller, memory_id, include, instant, after)
+        )
         if path is not None and instant is None and include == "active" and self._paths is not None:
             candidates = self._at_path(caller, memory_id, path)
 
@@ -488,10 +530,14 @@ class RecordService:
     ) -> Page:
         """Every version of the record, oldest first, each with its writer and time."""
         access = self._ports.access(caller)
-        access.require(memory_id, "read")
+        memory = access.require(memory_id, "read")
         size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
-        record = self._find(caller, memory_id, record_id)
-        chain = [v for v in self._ports.records.chain(caller.tenant, record.chain_id) if v.memory_id == memory_id]
+        record = self._find(caller, memory_id, record_id, memory)
+        provider = self._ports.providers.of(memory)
+        chain = (
+            provider.history(memory, record) if provider is not None
+            else [v for v in self._ports.records.chain(caller.tenant, record.chain_id) if v.memory_id == memory_id]
+        )
         after = cursors.decode("history", cursor, int, over=f"{memory_id}/{record.chain_id}")
         if after is not None:
             chain = [v for v in chain if v.version > after]
@@ -503,7 +549,7 @@ class RecordService:
     # -- snapshots ---------------------------------------------------------------------------
 
     def create_snapshot(self, caller: Caller, memory_id: str, name: str, message: str = "") -> Snapshot:
-        self._ports.access(caller).require(memory_id, "write")
+        self._ports.providers.require_native(self._ports.access(caller).require(memory_id, "write"), "snapshots")
         if not name or len(name) > SNAPSHOT_NAME_CHARS or _looks_like_time(name):
             raise MemoryInvalid(
                 f"snapshot name must be 1 to {SNAPSHOT_NAME_CHARS} characters and must not read as a time"
@@ -530,7 +576,7 @@ class RecordService:
     def list_snapshots(
         self, caller: Caller, memory_id: str, limit: int | None = None, cursor: str | None = None
     ) -> Page:
-        self._ports.access(caller).require(memory_id, "read")
+        self._ports.providers.require_native(self._ports.access(caller).require(memory_id, "read"), "snapshots")
         size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
         found = sorted(self._ports.records.list_snapshots(caller.tenant, memory_id), key=lambda s: (s.time, s.id))
         after = cursors.decode("snapshots", cursor, (str, str), over=memory_id)
@@ -581,27 +627,36 @@ class RecordService:
             # A revision committed between the two reads: the path item names its successor now.
         raise WriteContended(f"the file at {path} kept changing while it was read; read it again")
 
-    def _find(self, caller: Caller, memory_id: str, record_id: str) -> RecordVersion:
+    def _find(self, caller: Caller, memory_id: str, record_id: str, memory: Memory | None = None) -> RecordVersion:
+        """The version this id names in this memory, from the provider that keeps it (`memory`: the
+        memory as the access check read it; None: the native store's)."""
         record = None
+        provider = self._ports.providers.of(memory) if memory is not None else None
         if ID_PATTERN.match(record_id):
-            record = self._ports.records.get(caller.tenant, memory_id, record_id)
+            record = (provider.get(memory, record_id) if provider is not None and memory is not None
+                      else self._ports.records.get(caller.tenant, memory_id, record_id))
         if record is None:
             raise RecordNotFound(record_id)
         return record
 
-    def _current_or_conflict(self, caller: Caller, memory_id: str, record_id: str) -> RecordVersion:
-        record = self._find(caller, memory_id, record_id)
+    def _current_or_conflict(
+        self, caller: Caller, memory_id: str, record_id: str, memory: Memory | None = None
+    ) -> RecordVersion:
+        record = self._find(caller, memory_id, record_id, memory)
         if not record.is_current or record.status != "active":
-            raise self._conflict(caller, memory_id, record_id)
+            raise self._conflict(caller, memory_id, record_id, memory)
         return record
 
-    def _conflict(self, caller: Caller, memory_id: str, record_id: str) -> MemoryConflict:
-        record = self._find(caller, memory_id, record_id)
+    def _conflict(
+        self, caller: Caller, memory_id: str, record_id: str, memory: Memory | None = None
+    ) -> MemoryConflict:
+        record = self._find(caller, memory_id, record_id, memory)
         if "read" not in self._ports.access(caller).privileges(memory_id):
             # The current version's id is what a reader would fetch next; a caller that may not
             # read the memory is told only that this version can no longer change.
             return MemoryConflict(f"record {record_id} is not the current version; it can no longer change")
-        latest = self._ports.records.chain(caller.tenant, record.chain_id)[-1]
+        provider = self._ports.providers.of(memory) if memory is not None else None
+        latest = record if provider is not None else self._ports.records.chain(caller.tenant, record.chain_id)[-1]
         if latest.status == "forgotten":
             return MemoryConflict(
                 f"record {record_id} was forgotten; it can no longer change", current_record_id=latest.id

@@ -23,8 +23,9 @@ from uhp_memories.domain.filters import matches, parse_filter
 from uhp_memories.domain.jobs import Job, JobRepository, WorkflowRunner, start_job
 from uhp_memories.domain.limits import ERASE_NAMED_MAX
 from uhp_memories.domain.memories import MemoryService
-from uhp_memories.domain.models import Caller
+from uhp_memories.domain.models import Caller, Memory
 from uhp_memories.domain.paths import check_directory
+from uhp_memories.domain.providers import RecordProvider
 from uhp_memories.domain.records import ID_PATTERN
 from uhp_memories.domain.timefmt import format_ms
 
@@ -155,11 +156,14 @@ class RemovalService:
         or of the files under a directory, and wait for it as long as a request may. Needs delete;
         never an agent's tool."""
         access = self._ports.access(caller)
-        access.require(memory_id, "delete")
+        memory = access.require(memory_id, "delete")
         if [record_ids is not None, filters is not None, under is not None].count(True) != 1:
             raise MemoryInvalid("erase takes one of record_ids, filters or under")
         if under is not None:
             check_directory(under)
+        provider = self._ports.providers.of(memory)
+        if provider is not None:
+            return self._erase_in(provider, caller, memory, record_ids, filters, under)
         if record_ids is not None:
             if not 1 <= len(record_ids) <= ERASE_NAMED_MAX:
                 raise MemoryInvalid(f"record_ids holds 1 to {ERASE_NAMED_MAX} ids")
@@ -173,6 +177,39 @@ class RemovalService:
         job = self._start(caller, "erase", memory_id, hold=True,
                           payload={"record_ids": record_ids, "filters": filters, "under": under})
         return self._settle(caller, job)
+
+    def _erase_in(
+        self, provider: RecordProvider, caller: Caller, memory: Memory, record_ids: list[str] | None, filters: Any,
+        under: str | None,
+    ) -> Job:
+        """Erase in another provider's memory, within the request: the provider removes what it keeps and
+        says what it could not reach; the answers this server kept that name an erased record go too. A
+        record derived from one in another memory is the provider's business (§5.1), not a chain here."""
+        if under is not None:
+            self._ports.providers.require_native(memory, "files (erase under a directory)")
+        if record_ids is not None:
+            if not 1 <= len(record_ids) <= ERASE_NAMED_MAX:
+                raise MemoryInvalid(f"record_ids holds 1 to {ERASE_NAMED_MAX} ids")
+            named = [provider.get(memory, rid) if ID_PATTERN.match(rid) else None for rid in record_ids]
+            missing = next((rid for rid, found in zip(record_ids, named, strict=True) if found is None), None)
+            if missing is not None:
+                raise RecordNotFound(missing)
+            targets = [found for found in named if found is not None]
+        else:
+            flt = parse_filter(filters)
+            targets = [v for _, v in provider.scan(memory, "all", None) if matches(flt, v)]
+        job = Job(tenant=caller.tenant, id=self._ports.ids.new("hjob_"), kind="erase", memory_id=memory.id,
+                  status="running", requested_by=caller.principal, created_at=self._ports.clock.now_ms())
+        self._jobs.start(job, hold_memory=False)
+        done = provider.erase(memory, targets)
+        self._cached.purge_mentioning(done.erased)
+        result = {
+            "erased": [{"id": rid, "memory_id": memory.id} for rid in done.erased],
+            "erased_files": [],
+            "unreachable": [{"memory_id": memory.id, **u} for u in done.unreachable],
+        }
+        finished = self._jobs.finish(caller.tenant, job.id, "completed", result, self._ports.clock.now_ms())
+        return self.visible(caller, finished)
 
     def delete_memory(self, caller: Caller, memory_id: str) -> Job:
         """Hide the subtree at once, then remove it in the delete workflow."""

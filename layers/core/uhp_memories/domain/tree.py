@@ -64,7 +64,7 @@ class TreeService:
     def paths(
         self, caller: Caller, memory_id: str, under: str = "", limit: int | None = None, cursor: str | None = None
     ) -> tuple[list[PathEntry], str | None]:
-        self._ports.access(caller).require(memory_id, "read")
+        self._ports.providers.require_native(self._ports.access(caller).require(memory_id, "read"), "files")
         check_directory(under)
         size = cursors.check_limit(limit, PATHS_DEFAULT, PATHS_MAX)
         after = cursors.decode(f"paths:{under}", cursor, str, over=memory_id)
@@ -76,7 +76,7 @@ class TreeService:
         """The paths changed after a cursor. The head is read first and bounds what is listed, so a
         change that commits meanwhile comes after the cursor given back: listed next time, never
         skipped."""
-        self._ports.access(caller).require(memory_id, "read")
+        self._ports.providers.require_native(self._ports.access(caller).require(memory_id, "read"), "files")
         size = cursors.check_limit(limit, CHANGES_MAX, CHANGES_MAX)
         since = decode_cursor(memory_id, cursor) if cursor is not None else None
         head = self._paths.head(caller.tenant, memory_id)
@@ -119,7 +119,7 @@ class TreeService:
         limit: int = 50,
     ) -> GrepResult:
         """Matching lines of the current files under a directory, in path then line order."""
-        self._ports.access(caller).require(memory_id, "read")
+        self._ports.providers.require_native(self._ports.access(caller).require(memory_id, "read"), "files")
         check_directory(under)
         matcher = compile_pattern(pattern, regex=regex, case_sensitive=case_sensitive)
         return grep(self._texts(caller.tenant, memory_id, under), matcher, limit=limit)

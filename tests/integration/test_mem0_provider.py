@@ -1,0 +1,195 @@
+"""§10 through the local gateway: memories kept by mem0 (real mem0 OSS, `mem0ai` from PyPI, in this
+process, with our MiniLM embedder), beside native ones in one tree. The tree, the grants, the cutoff and
+unseen-is-404 stay the server's and hold exactly as for native memories; records, recall and erase go to
+mem0; what mem0 cannot do is memory_unsupported or `degraded`, as its capability document says.
+
+The session's local stage is connected to mem0 (tests/conftest.py `mem0="oss"`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import Client, ClientFactory, error_code
+from uhp_memories.providers.mem0 import mem0_id_of
+
+
+def providers(client: Client) -> dict[str, dict[str, Any]]:
+    answer = client.get("/v1/memories/providers")
+    assert answer.status_code == 200, answer.text
+    return {p["id"]: p for p in answer.json()["data"]}
+
+
+def mem0_memory(client: Client, name: str = "Kept by mem0", **fields: Any) -> dict[str, Any]:
+    return client.create_memory(name, provider="mem0", **fields)
+
+
+def test_the_capability_document_lists_mem0_beside_native_honestly(alice: Client) -> None:
+    found = providers(alice)
+    assert set(found) == {"native", "mem0"}
+    mem0 = found["mem0"]
+    assert mem0["isolation"] == "enforced_filter"
+    assert mem0["recall"]["signals"] == ["query", "filters"]  # no word index: text is degraded, never ignored
+    assert mem0["recall"]["emulated"] == ["filters"]
+    assert (mem0["revise"], mem0["forget"]) == ("native", "emulated")  # nothing emulated declared native
+    assert mem0["history"] == {"content": "versions", "structure": "none"}
+    assert mem0["erase"]["unreachable"] == "reported"
+    assert mem0["derivation"] == "none"  # infer=False without a model
+    assert (mem0["types"], mem0["files"], mem0["consolidate"], mem0["queries"]["named"]) == (False, False, False, False)
+
+
+def test_provider_is_set_at_creation_inherited_and_never_changed(alice: Client) -> None:
+    root = mem0_memory(alice)
+    assert root["provider"] == "mem0"
+    child = alice.create_memory("Child", parent_id=root["id"])
+    assert child["provider"] == "mem0"  # §2: inherited from the parent when omitted
+    native_child = alice.create_memory("Native child", parent_id=root["id"], provider="native")
+    assert native_child["provider"] == "native"  # a tree mixes providers
+    changed = alice.put(f"/v1/memories/{root['id']}", {"provider": "native"})
+    assert (changed.status_code, error_code(changed)) == (422, "memory_invalid")
+    unknown = alice.post("/v1/memories", {"name": "x", "provider": "zep"})
+    assert (unknown.status_code, error_code(unknown)) == (422, "memory_invalid")
+    assert "mem0" in unknown.json()["error"]["message"]
+
+
+def test_records_in_mem0_remember_get_list_revise_forget_history(alice: Client) -> None:
+    memory = mem0_memory(alice)["id"]
+    fact = alice.remember(memory, "Acme renews in March.", attributes={"account": "acme"},
+                          time={"valid_from": "2026-03-01T00:00:00Z"})
+    assert fact["id"].startswith("hrec_")
+    assert (fact["type"], fact["content"], fact["attributes"]) == ("fact", "Acme renews in March.", {"account": "acme"})
+    assert fact["written_by"] == {"kind": "user", "id": "alice"}
+    assert fact["time"]["valid_from"] == "2026-03-01T00:00:00.000Z"
+    other = alice.remember(memory, "The buyer drinks green tea.", type="note")
+
+    got = alice.get(f"/v1/memories/{memory}/records/{fact['id']}")
+    assert got.status_code == 200, got.text
+    assert got.json() == fact
+    listed = alice.get(f"/v1/memories/{memory}/records").json()
+    assert [r["id"] for r in listed["data"]] == [other["id"], fact["id"]]  # newest first
+    only_notes = alice.get(f"/v1/memories/{memory}/records", types="note").json()["data"]
+    assert [r["id"] for r in only_notes] == [other["id"]]
+    filtered = alice.get(f"/v1/memories/{memory}/records", filters=json.dumps(
+        {"field": "attributes.account", "op": "eq", "value": "acme"})).json()["data"]
+    assert [r["id"] for r in filtered] == [fact["id"]]
+    page = alice.get(f"/v1/memories/{memory}/records", limit=1).json()
+    assert [r["id"] for r in page["data"]] == [other["id"]]
+    rest = alice.get(f"/v1/memories/{memory}/records", limit=1, cursor=page["next_cursor"]).json()
+    assert [r["id"] for r in rest["data"]] == [fact["id"]]
+
+    revised = alice.patch(f"/v1/memories/{memory}/records/{fact['id']}", {"content": "Acme renews in April."})
+    assert revised.status_code == 200, revised.text
+    # mem0 updates in place (revise: native): the record keeps its id, its version counts on.
+    assert (revised.json()["id"], revised.json()["version"], revised.json()["content"]) == (
+        fact["id"], 2, "Acme renews in April.")
+    history = alice.get(f"/v1/memories/{memory}/records/{fact['id']}/history").json()["data"]
+    assert [(v["version"], v["content"], v["status"]) for v in history] == [
+        (1, "Acme renews in March.", "superseded"), (2, "Acme renews in April.", "active")]
+
+    forgotten = alice.delete(f"/v1/memories/{memory}/records/{fact['id']}")
+    assert (forgotten.status_code, forgotten.json()["status"]) == (200, "forgotten")
+    assert error_code(alice.get(f"/v1/memories/{memory}/records/{fact['id']}")) == "memory_record_not_found"
+    assert alice.get(f"/v1/memories/{memory}/records/{fact['id']}", include="all").json()["status"] == "forgotten"
+    assert [r["id"] for r in alice.get(f"/v1/memories/{memory}/records").json()["data"]] == [other["id"]]
+    again = alice.patch(f"/v1/memories/{memory}/records/{fact['id']}", {"content": "x"})
+    assert (again.status_code, error_code(again)) == (409, "memory_conflict")
+
+
+def test_a_record_of_another_memory_is_not_found_through_this_one(alice: Client) -> None:
+    """§10.3: every record fetched by id is checked against its memory (mem0 keeps them all in one store)."""
+    first, second = mem0_memory(alice, "First")["id"], mem0_memory(alice, "Second")["id"]
+    record = alice.remember(first, "Only in the first.")
+    native = alice.create_memory("Native")["id"]
+    for memory in (second, native):
+        answer = alice.get(f"/v1/memories/{memory}/records/{record['id']}")
+        assert (answer.status_code, error_code(answer)) == (404, "memory_record_not_found")
+    assert alice.get(f"/v1/memories/{second}/records").json()["data"] == []
+
+
+def test_grants_cutoff_and_unseen_is_404_hold_for_mem0_memories(alice: Client, make_client: ClientFactory) -> None:
+    root = mem0_memory(alice, "Team")
+    private = alice.create_memory("Private", parent_id=root["id"], restricted=True)
+    record = alice.remember(root["id"], "The team meets on Mondays.")
+    bob, mallory = make_client("user:bob"), make_client("user:alice", tenant_name="t-elsewhere")
+    for client in (bob, mallory):
+        for answer in (client.get(f"/v1/memories/{root['id']}/records"),
+                       client.get(f"/v1/memories/{root['id']}/records/{record['id']}"),
+                       client.post(f"/v1/memories/{root['id']}/records", {"type": "fact", "content": "x"})):
+            assert (answer.status_code, error_code(answer)) == (404, "memory_not_found")
+    alice.grant(root["id"], "user:bob", "read")
+    assert bob.get(f"/v1/memories/{root['id']}/records/{record['id']}").json()["content"] == record["content"]
+    refused = bob.post(f"/v1/memories/{root['id']}/records", {"type": "fact", "content": "x"})
+    assert (refused.status_code, error_code(refused)) == (403, "memory_forbidden")
+    assert error_code(bob.get(f"/v1/memories/{private['id']}/records")) == "memory_not_found"  # the cutoff
+
+
+def test_a_write_only_caller_is_answered_only_what_it_sent(alice: Client, make_client: ClientFactory) -> None:
+    memory = mem0_memory(alice)["id"]
+    record = alice.remember(memory, "Secret plan.", attributes={"code": "x1"})
+    writer = make_client("user:wendy")
+    alice.grant(memory, "user:wendy", "write")
+    revised = writer.patch(f"/v1/memories/{memory}/records/{record['id']}", {"attributes": {"code": "x2"}})
+    assert revised.status_code == 200, revised.text
+    assert "content" not in revised.json()
+    assert revised.json()["attributes"] == {"code": "x2"}
+    gone = writer.delete(f"/v1/memories/{memory}/records/{record['id']}")
+    assert "content" not in gone.json()
+    assert "attributes" not in gone.json()
+
+
+def test_observe_keeps_each_episode_as_mem0_keeps_it(alice: Client) -> None:
+    memory = mem0_memory(alice)["id"]
+    answer = alice.post(f"/v1/memories/{memory}/observe", {"episodes": [
+        {"content": "user: I moved to Lisbon."}, {"content": "assistant: Noted, Lisbon."}]})
+    assert answer.status_code == 200, answer.text
+    records = answer.json()["records"]
+    assert [(r["type"], r["content"]) for r in records] == [
+        ("episode", "user: I moved to Lisbon."), ("episode", "assistant: Noted, Lisbon.")]
+
+
+@pytest.mark.parametrize(("method", "suffix", "body"), [
+    ("POST", "/snapshots", {"name": "before"}),
+    ("PUT", "/queries/open_deals", {"params": {"type": "object", "properties": {}}, "body": {"query": "x"}}),
+    ("POST", "/consolidations", {}),
+    ("PUT", "/prime", {"record_ids": []}),
+    ("GET", "/paths", None),
+])
+def test_what_mem0_does_not_implement_is_memory_unsupported(
+    alice: Client, method: str, suffix: str, body: Any
+) -> None:
+    memory = mem0_memory(alice)["id"]
+    answer = alice.request(method, f"/v1/memories/{memory}{suffix}", body)
+    assert (answer.status_code, error_code(answer)) == (422, "memory_unsupported"), answer.text
+    assert "mem0" in answer.json()["error"]["message"]
+    typed = alice.post(f"/v1/memories/{memory}/records",
+                       {"type": "x.task", "content": "", "attributes": {"title": "t"}})
+    assert (typed.status_code, error_code(typed)) == (422, "memory_unsupported")
+    as_of = alice.get(f"/v1/memories/{memory}/records", as_of="2026-01-01T00:00:00Z")
+    assert (as_of.status_code, error_code(as_of)) == (422, "memory_unsupported")
+
+
+def test_erase_removes_from_mem0_and_its_history_and_says_what_it_could_not_reach(alice: Client) -> None:
+    memory = mem0_memory(alice)["id"]
+    record = alice.remember(memory, "Erase me for good.")
+    alice.patch(f"/v1/memories/{memory}/records/{record['id']}", {"content": "Erase me, revised."})
+    kept = alice.remember(memory, "Keep me.")
+    answer = alice.post(f"/v1/memories/{memory}/erase", {"record_ids": [record["id"]]})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["erased"] == [record["id"]]
+    assert answer.json()["unreachable"] == []  # mem0 OSS's history table is the adapter's to clean
+    for read in (alice.get(f"/v1/memories/{memory}/records/{record['id']}", include="all"),
+                 alice.get(f"/v1/memories/{memory}/records/{record['id']}/history")):
+        assert error_code(read) == "memory_record_not_found"
+    assert [r["id"] for r in alice.get(f"/v1/memories/{memory}/records", include="all").json()["data"]] == [kept["id"]]
+    assert "Erase me" not in alice.post(f"/v1/memories/{memory}/recall", {"query": "erase me"}).text
+
+
+def test_deleting_a_mem0_memory_removes_its_records_from_mem0(alice: Client, local_aws: Any) -> None:
+    memory = mem0_memory(alice)["id"]
+    record = alice.remember(memory, "Gone with its memory.")
+    deleted = alice.delete(f"/v1/memories/{memory}")
+    assert deleted.status_code in (200, 202), deleted.text
+    provider = local_aws.container.ports.providers.connected()[0]
+    assert provider._client.get(mem0_id_of(record["id"])) is None  # mem0's own store, read directly
