@@ -239,15 +239,15 @@ def test_shard_failures_and_an_early_stop_are_reported_as_bounds() -> None:
 
 
 def test_the_free_query_client_makes_one_attempt_within_the_lambda() -> None:
-    """The recall client retries a timed-out request (3 x 10 s); a free query's makes one attempt of at
-    most 5 s, and the shared client keeps its own retries."""
+    """The recall client retries a timed-out request once (2 attempts, each within the time left); a free
+    query's makes one attempt of at most 5 s, and the shared client keeps its own retries."""
     from uhp_memories.search.opensearch import connect
 
     shared = connect("http://127.0.0.1:9")
     queries = FreeQueries(shared, "i")
     own = queries._client
     assert (own.transport.max_retries, own.transport.retry_on_timeout) == (0, False)
-    assert (shared.transport.max_retries, shared.transport.retry_on_timeout) == (2, True)
+    assert (shared.transport.max_retries, shared.transport.retry_on_timeout) == (1, True)
     started = time.monotonic()
     with pytest.raises(SearchUnavailable):  # nothing listens on port 9: refused at once, not retried
         queries.free_query(TENANT, MEMORY, "opensearch-dsl", {"match_all": {}}, 5)

@@ -379,8 +379,8 @@ def _refusal_or_unavailable(error: Exception) -> Exception:
 
 def _without_retries(client: Any) -> Any:
     """The client over the same connections, answering after one attempt: the shared client retries a
-    timed-out request (3 x 10 s for recall), which a statement bounded at TIMEOUT never needs, and
-    which would outlast the Lambda."""
+    timed-out request (two attempts for recall, each within the time left), which a statement bounded at
+    TIMEOUT never needs, and which would outlast the Lambda."""
     transport = getattr(client, "transport", None)
     if transport is None or not hasattr(transport, "max_retries"):
         return client  # a stand-in (tests): nothing to retry
