@@ -129,7 +129,26 @@ class MemoryApi:
             raise ValueError(f"{method} is not a write")
         # One key per write, never derived from its content: two writes of the same text are two records.
         key = uuid.uuid4().hex
-        return await self._call(method, path, params=None, body=body, headers={IDEMPOTENCY_HEADER: key})
+        answer = await self._call(method, path, params=None, body=body, headers={IDEMPOTENCY_HEADER: key})
+        if answer.status == 409 and answer.code == "idempotency_key_committed":
+            return await self._committed(method, path, answer)
+        return answer
+
+    async def _committed(self, method: str, path: str, answer: Answer) -> Answer:
+        """A write the server committed on an earlier attempt whose answer was lost (the server answers a
+        retry 409 idempotency_key_committed with the ids it wrote, and writes nothing again): a record
+        write is answered as it would have been, with the record read back; any other write's outcome
+        the caller cannot see (OutcomeUnknown)."""
+        written = answer.detail("written_ids")
+        ids = [i for i in written if isinstance(i, str) and i.startswith("hrec_")] if isinstance(written, list) else []
+        named = path.rstrip("/").rsplit("/", 1)[-1]
+        wanted = named if method == "DELETE" else next((i for i in ids if i != named), None)
+        if not path.startswith("/records") or wanted is None:
+            raise OutcomeUnknown
+        read = await self.read("GET", f"/records/{quote(wanted, safe='')}", params={"include": "all"})
+        if read.status != 200:
+            raise OutcomeUnknown
+        return Answer(201 if method == "POST" else 200, read.body)
 
     async def _call(
         self,
