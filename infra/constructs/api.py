@@ -17,6 +17,7 @@ from constructs import Construct
 from infra.config import StageConfig
 from infra.constructs.functions import log_retention, removal_policy_of
 from infra.nag import acknowledge
+from uhp_memories.api.errors import CHALLENGE
 from uhp_memories.api.routes import Route
 
 # API Gateway's own answers, in the API's error body: (status, code, message). None keeps the status.
@@ -154,6 +155,8 @@ class Api(Construct):
                 type=apigw.ResponseType.of(name),
                 status_code=status,
                 templates={ERROR_CONTENT_TYPE: error_body(code, message)},
+                # A 401 says how to authenticate, as the local gateway's does (local/gateway.py CHALLENGE).
+                response_headers={k: f"'{v}'" for k, v in CHALLENGE.items()} if status == "401" else None,
             )
 
     def _build_waf(self) -> wafv2.CfnWebACL:

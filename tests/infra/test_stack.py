@@ -337,6 +337,9 @@ def test_gateway_errors_have_the_api_error_shape(
     body = json.loads(response["ResponseTemplates"]["application/json"])
     assert body == {"error": {"code": code, "message": body["error"]["message"]}}
     assert body["error"]["message"]
+    # A 401 says how to authenticate (the MCP authorization spec asks it of /mcp), as the local gateway's.
+    challenge = response.get("ResponseParameters", {}).get("gatewayresponse.header.WWW-Authenticate")
+    assert challenge == ("'ApiKey realm=\"uhp-memories\", header=\"x-api-key\"'" if status == "401" else None)
 
 
 def test_waf_rate_limits_per_address_and_never_blocks_on_body_content(prod: Synth) -> None:

@@ -241,6 +241,8 @@ def test_mcp_needs_the_api_key(alice: Client) -> None:
     answered = requests.post(alice.base_url + "/mcp", json=body, timeout=30,
                              headers={"Accept": "application/json, text/event-stream"})
     assert answered.status_code == 401
+    assert answered.headers["WWW-Authenticate"] == 'ApiKey realm="uhp-memories", header="x-api-key"'
+    assert answered.json()["error"]["code"] == "unauthenticated"
 
 
 def test_the_capability_document_says_where_the_mcp_endpoint_is(alice: Client) -> None:

@@ -76,3 +76,9 @@ def describe_validation_errors(errors: list[dict[str, Any]]) -> str:
         where = ".".join(loc) or "request"
         parts.append(f"{where}: {error.get('msg', 'invalid')}")
     return "; ".join(parts) or "the request is invalid"
+
+
+# Every 401 says how to authenticate (RFC 9110 §11.6.1; the MCP authorization spec asks it of /mcp): an
+# API key in x-api-key. API Gateway's UNAUTHORIZED responses carry it (infra/constructs/api.py), and so
+# do the local gateway's (local/gateway.py).
+CHALLENGE = {"WWW-Authenticate": 'ApiKey realm="uhp-memories", header="x-api-key"'}

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from uhp_memories.api.errors import CHALLENGE
 from uhp_memories.api.routes import ROUTES, Route
 from uhp_memories.local import landing
 
@@ -195,7 +196,7 @@ def invoke(
     # authorizer read the last, which made any string a valid key for the cache's 300 s.
     api_keys = _api_keys(multi_headers)
     if len(api_keys) > 1:
-        return _answer(401, "unauthenticated", "send one x-api-key header, not several")
+        return _answer(401, "unauthenticated", "send one x-api-key header, not several", CHALLENGE)
     identity = api_keys[0] if api_keys else None
     policy = authorizer_cache.get(identity) if authorizer_cache is not None and identity else None
     if policy is None:
@@ -203,7 +204,7 @@ def invoke(
             policy = _handler("authorizer")(authorizer_event, LambdaContext("uhp-memories-authorizer", request_id))
         except Exception:
             # API Gateway's UNAUTHORIZED gateway response, with this API's error body.
-            return _answer(401, "unauthenticated", "missing or unknown API key (header x-api-key)")
+            return _answer(401, "unauthenticated", "missing or unknown API key (header x-api-key)", CHALLENGE)
         if authorizer_cache is not None and identity and policy["policyDocument"]["Statement"][0]["Effect"] == "Allow":
             authorizer_cache.put(identity, policy)
     if policy["policyDocument"]["Statement"][0]["Effect"] != "Allow":
