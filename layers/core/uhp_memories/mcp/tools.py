@@ -444,9 +444,9 @@ TOOLS: tuple[Tool, ...] = (
     ),
     Tool(
         "memory_recall",
-        "Search one memory for what answers a question (send query). Answers records best first (score, why), "
-        "the memory's parent and children (look there if nothing fits), and abstain: true when nothing "
-        f"answers it: then say you do not know. {DATA_NOTE}",
+        "Search one memory for what answers a question (send query). Answers records best first (score 0 to 1, "
+        "comparable across searches; why), the memory's parent and children (look there if nothing fits), and "
+        f"abstain: true when nothing answers it (best score under 0.5): then say you do not know. {DATA_NOTE}",
         _schema(RecallArgs),
         False,
         memory_recall,
