@@ -192,9 +192,10 @@ def test_a_body_that_is_not_a_recall_object_is_refused(setup: Setup, body: Any) 
         {"text": "deal", "limit": 101},
         {"text": "deal", "limit": "many"},
         {"query": 7},
+        {"limit": 5},
     ],
     ids=["where", "undeclared-param", "filter", "include", "depth", "limit-0", "limit-101", "limit-text",
-         "query-not-text"],
+         "query-not-text", "asks-nothing"],
 )
 def test_a_template_that_cannot_make_a_valid_recall_request_is_refused(setup: Setup, body: dict[str, Any]) -> None:
     with pytest.raises(MemoryInvalid):

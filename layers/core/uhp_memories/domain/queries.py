@@ -222,6 +222,8 @@ def check_recall_template(body: Any, params: dict[str, Any]) -> dict[str, Any]:
     parse_filter(example.filters)
     if example.include not in ("active", "all") or example.depth < 0:
         raise MemoryInvalid("the query body does not make a valid recall request")
+    if not example.asks:  # refused when defined, not each time it runs
+        raise MemoryInvalid("the query body asks for nothing: give it a query, text, filters or types")
     if example.limit is not None and not 1 <= example.limit <= RECALL_LIMIT_MAX:
         raise MemoryInvalid(f"limit must be between 1 and {RECALL_LIMIT_MAX}")
     return body
