@@ -377,7 +377,7 @@ class _Index:
             idf = math.log(1 + (len(docs) - n + 0.5) / (n + 0.5))
             tf = words[term]
             score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * length / max(avg, 1e-9)))
-        return score
+        return score * float(params.get("boost", 1.0))
 
 
 def _phrase_end(words: list[str], wanted: list[str], start: int, slop: int, prefix: bool) -> int | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import http.server
 import json
+import math
 import subprocess
 import sys
 import threading
@@ -34,13 +35,15 @@ from uhp_memories.search.opensearch import (
     neighbours_body,
     recency_body,
     similarity_body,
+    word_count_bodies,
+    word_weights,
 )
 from uhp_memories.search.opensearch import index as opensearch_index
 from uhp_memories.search.ports import Candidate
 from uhp_memories.search.predicates import sortable_number
 from uhp_memories.search.ranking import rank
 
-TENANT, MEMORY = "acme", "hmem_" + "a" * 32
+TENANT, MEMORY, OTHER_MEMORY = "acme", "hmem_" + "a" * 32, "hmem_" + "b" * 32
 ISOLATION = [{"term": {"tenant": TENANT}}, {"term": {"memory_id": MEMORY}}]
 ACTIVE = {"term": {"status": "active"}}
 CENTRE = Candidate("hrec_" + "c" * 32, "hrec_" + "c" * 32, MEMORY, "episode", "2026-01-01T00:00:00.000Z")
@@ -192,19 +195,38 @@ def test_the_knn_body_filters_inside_the_knn_clause_and_around_it() -> None:
     }
 
 
-def test_the_bm25_body_matches_the_words_inside_the_same_filter() -> None:
-    body = bm25_body(request(), ["acme", "renewal"], depth=100)
+def test_the_bm25_body_matches_the_words_inside_the_same_filter_each_weighed() -> None:
+    body = bm25_body(request(), ["acme", "renewal"], depth=100, weights={"acme": 0.25})
     assert body == {
         "size": 100,
         "_source": ["record_id", "chain_id", "type", "written_at", "memory_id"],
         "query": {
             "bool": {
                 "filter": [*ISOLATION, ACTIVE],
-                "must": [{"match": {"text": {"query": "acme renewal", "operator": "or"}}}],
+                "must": [{"bool": {"should": [{"match": {"text": {"query": "acme", "boost": 0.25}}},
+                                              {"match": {"text": {"query": "renewal", "boost": 1.0}}}],
+                                   "minimum_should_match": 1}}],
             }
         },
         "sort": [{"_score": "desc"}, {"record_id": "asc"}],
     }
+
+
+def test_a_word_weighs_by_its_rarity_in_the_memory_as_the_embedded_engine_counts_it() -> None:
+    """Lucene's idf counts the whole index, FTS5's the memory: the weight turns one into the other."""
+    bodies = word_count_bodies(request(also=(OTHER_MEMORY,)), ["acme", "renewal"])
+    scope = [{"term": {"tenant": TENANT}}, {"terms": {"memory_id": [MEMORY, OTHER_MEMORY]}}]
+    text, acme, renewal = {"exists": {"field": "text"}}, {"match": {"text": "acme"}}, {"match": {"text": "renewal"}}
+    assert [b["query"]["bool"]["filter"] for b in bodies] == [
+        [*scope, text], [text], [*scope, acme], [acme], [*scope, renewal], [renewal]]
+    assert all(b["size"] == 0 and b["track_total_hits"] is True for b in bodies)
+    # 10 documents in the memories, 1,000 in the index; "acme" in 9 and 9 (common in the memory),
+    # "renewal" in 1 and 100 (rare in the memory, less so in the index); "absent" nowhere.
+    weights = word_weights(["acme", "renewal", "absent"], [10, 1000, 9, 9, 1, 100, 0, 0])
+    lucene = {"acme": math.log(1 + 991.5 / 9.5), "renewal": math.log(1 + 900.5 / 100.5)}
+    assert weights["acme"] == pytest.approx(1e-6 / lucene["acme"])  # FTS5's floor: a word in most documents
+    assert weights["renewal"] == pytest.approx(math.log(9.5 / 1.5) / lucene["renewal"])
+    assert "absent" not in weights
 
 
 def test_the_recency_body_sorts_newest_first() -> None:
@@ -516,14 +538,14 @@ def test_one_msearch_carries_both_signals_and_ranking_fuses_them() -> None:
         {"_score": 0.4, "_source": source("r3")},
     ]  # cos < 0: dropped
     bm25_hits = [{"_score": 3.0, "_source": source("r2")}]
-    client = RecordingClient(
-        exists=True,
-        get_mapping=mapping(),
-        msearch={"responses": [{"hits": {"hits": knn_hits}}, {"hits": {"hits": bm25_hits}}]},
-    )
+    signals = {"responses": [{"hits": {"hits": knn_hits}}, {"hits": {"hits": bm25_hits}}]}
+    answers = iter([counted(10, 100, 2, 3), signals])
+    client = RecordingClient(exists=True, get_mapping=mapping(), msearch=lambda: next(answers))
     index = OpenSearchIndex(client, "recall", model_id="m", dimensions=2)
     hits = rank(index, request(vector=[1.0, 0.0], text="renewal", limit=5), Fusion(candidates=20))
-    ((_, call),) = [c for c in client.calls if c[0] == "msearch"]  # no episode, nothing found outside the cut
+    # The word's counts, then both signals; no episode, nothing found outside the cut.
+    counts, (_, call) = [c for c in client.calls if c[0] == "msearch"]
+    assert len(counts[1]["body"]) == 2 * 4  # the memory's and the index's documents, and the word's
     payload = call["body"]
     assert payload[0] == payload[2] == {"index": "recall"}
     # The bodies as sent, written out (not rebuilt by the builders that made them).
@@ -540,13 +562,19 @@ def test_one_msearch_carries_both_signals_and_ranking_fuses_them() -> None:
     assert payload[3] == {
         "size": 20,
         "_source": SOURCE,
-        "query": {"bool": {"filter": [*ISOLATION, ACTIVE],
-                           "must": [{"match": {"text": {"query": "renewal", "operator": "or"}}}]}},
+        "query": {"bool": {"filter": [*ISOLATION, ACTIVE], "must": [{"bool": {
+            # log(8.5 / 2.5) / log(1 + 97.5 / 3.5): its rarity in the memory, not in the index
+            "should": [{"match": {"text": {"query": "renewal", "boost": 0.363964}}}], "minimum_should_match": 1}}]}},
         "sort": [{"_score": "desc"}, {"record_id": "asc"}],
     }
     assert [h.record_id for h in hits] == ["r2", "r1"]
     assert hits[0].why == ("query", "text")
     assert hits[0].signals == {"query": pytest.approx(0.4), "text": 3.0}
+
+
+def counted(*totals: int) -> dict[str, Any]:
+    """The answer of word_count_bodies' searches: how many documents each matched."""
+    return {"responses": [{"hits": {"total": {"value": n, "relation": "eq"}, "hits": []}} for n in totals]}
 
 
 def logged(source: dict[str, Any]) -> dict[str, Any]:
@@ -567,6 +595,7 @@ def test_the_log_then_one_similarity_search_complete_the_signals_and_refused_the
         monkeypatch.setattr(opensearch_index, "WHOLE_LOG_MAX", 1)
         around = [{"responses": [{"hits": {"hits": []}}, {"hits": {"hits": [{"_source": after}]}}]}]
     answers = iter([
+        counted(3, 3, 2, 2),
         {"responses": [
             {"hits": {"hits": [{"_score": 0.9, "_source": episode}]}},
             {"hits": {"hits": [{"_score": 2.0, "_source": episode}, {"_score": 1.0, "_source": fact}]}},
@@ -583,7 +612,7 @@ def test_the_log_then_one_similarity_search_complete_the_signals_and_refused_the
     index = OpenSearchIndex(client, "recall", model_id="m", dimensions=2)
     asked = request(vector=[1.0, 0.0], text="renewal", limit=5)
     hits = rank(index, asked)
-    calls = [c[1]["body"] for c in client.calls if c[0] == "msearch"]
+    calls = [c[1]["body"] for c in client.calls if c[0] == "msearch"][1:]  # after the word's counts
     # The signals; the memory's log; (around r1: before, after); one similarity search.
     assert len(calls) == (3 if log == "whole" else 4)
     assert calls[1][1] == {
@@ -622,6 +651,7 @@ def test_the_log_then_one_similarity_search_complete_the_signals_and_refused_the
     assert by_id["r3"].signals == {"query": pytest.approx(0.4), "text": 1.0}
 
     refused = iter([
+        counted(3, 3, 2, 2),
         {"responses": [{"hits": {"hits": [{"_score": 0.9, "_source": episode}]}}, {"hits": {"hits": []}}]},
         {"responses": [{"error": {"type": "search_phase_execution_exception"}}]},
     ])

@@ -29,6 +29,8 @@ from uhp_memories.search.opensearch.queries import (
     recency_body,
     similarity_body,
     similarity_of,
+    word_count_bodies,
+    word_weights,
 )
 
 __all__ = [
@@ -53,4 +55,6 @@ __all__ = [
     "recency_body",
     "similarity_body",
     "similarity_of",
+    "word_count_bodies",
+    "word_weights",
 ]

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from itertools import pairwise
-from typing import Any
+from typing import Any, Literal, overload
 
 from uhp_memories.search.errors import EmbeddingModelMismatch, SearchUnavailable
 from uhp_memories.search.opensearch.queries import (
@@ -36,6 +36,8 @@ from uhp_memories.search.opensearch.queries import (
     recency_body,
     similarity_body,
     similarity_of,
+    word_count_bodies,
+    word_weights,
 )
 from uhp_memories.search.ports import Candidate, CandidateQuery, LogStretches, SearchDocument, SearchRequest
 
@@ -179,7 +181,8 @@ class OpenSearchIndex:
         if asked.by_meaning and request.vector is not None:
             bodies["query"] = knn_body(request, request.vector, asked.depth)
         if asked.terms:
-            bodies["text"] = bm25_body(request, asked.terms, asked.depth)
+            counts = self._msearch(word_count_bodies(request, asked.terms), ["count"], totals=True)
+            bodies["text"] = bm25_body(request, asked.terms, asked.depth, word_weights(asked.terms, counts))
         if asked.newest:
             bodies["recency"] = recency_body(request, asked.newest)
         answers = self._msearch(list(bodies.values()), list(bodies))
@@ -251,8 +254,15 @@ class OpenSearchIndex:
             {rid: s for rid, s in close.items() if rid in asked},
         )
 
-    def _msearch(self, bodies: list[dict[str, Any]], names: Sequence[str]) -> list[_Hits]:
-        """The hits of each search, in order, in one round trip; a failed one fails them all (retry)."""
+    @overload
+    def _msearch(self, bodies: list[dict[str, Any]], names: Sequence[str]) -> list[_Hits]: ...
+
+    @overload
+    def _msearch(self, bodies: list[dict[str, Any]], names: Sequence[str], totals: Literal[True]) -> list[int]: ...
+
+    def _msearch(self, bodies: list[dict[str, Any]], names: Sequence[str], totals: bool = False) -> list[Any]:
+        """The hits of each search (with `totals`, how many documents it matched; one name for all),
+        in order, in one round trip; a failed one fails them all (retry)."""
         if not bodies:
             return []
         payload: list[dict[str, Any]] = []
@@ -261,10 +271,11 @@ class OpenSearchIndex:
         with _unavailable():
             answer = self._client.msearch(body=payload)
         out = []
+        names = [names[0]] * len(bodies) if totals else names
         for name, response in zip(names, answer["responses"], strict=True):
             if "error" in response:
                 raise SearchUnavailable(f"the {name} search failed: {_reason(response['error'])}")
-            out.append(response["hits"]["hits"])
+            out.append(int(response["hits"]["total"]["value"]) if totals else response["hits"]["hits"])
         return out
 
 

@@ -18,7 +18,8 @@ No numpy here: this module is imported by deployed handlers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from uhp_memories.domain.timefmt import parse_instant
@@ -212,18 +213,58 @@ def knn_body(request: SearchRequest, vector: Sequence[float], depth: int) -> dic
     }
 
 
-def bm25_body(request: SearchRequest, terms: Sequence[str], depth: int) -> dict[str, Any]:
+def bm25_body(
+    request: SearchRequest, terms: Sequence[str], depth: int, weights: Mapping[str, float] | None = None
+) -> dict[str, Any]:
+    """The best `depth` admitted documents by BM25, each word weighed by `weights` (word_weights)."""
+    weights = weights or {}
+    words = [{"match": {"text": {"query": t, "boost": round(weights.get(t, 1.0), 6)}}} for t in terms]
     return {
         "size": depth,
         "_source": SEARCH_SOURCE,
         "query": {
             "bool": {
                 "filter": filter_clauses(request),
-                "must": [{"match": {"text": {"query": " ".join(terms), "operator": "or"}}}],
+                "must": [{"bool": {"should": words, "minimum_should_match": 1}}],
             }
         },
         "sort": [{"_score": "desc"}, {"record_id": "asc"}],
     }
+
+
+def word_count_bodies(request: SearchRequest, terms: Sequence[str]) -> list[dict[str, Any]]:
+    """What word_weights reads, counted by size-0 searches: the documents with text in the request's
+    memories and in the whole index, then, for each word, those holding it in the memories and in the
+    index."""
+    scope = isolation_filter(request.tenant, *request.memory_ids)
+
+    def count(*clauses: dict[str, Any]) -> dict[str, Any]:
+        return {"size": 0, "track_total_hits": True, "query": {"bool": {"filter": list(clauses)}}}
+
+    with_text = {"exists": {"field": "text"}}
+    bodies = [count(*scope, with_text), count(with_text)]
+    for term in terms:
+        bodies += [count(*scope, {"match": {"text": term}}), count({"match": {"text": term}})]
+    return bodies
+
+
+def word_weights(terms: Sequence[str], counts: Sequence[int]) -> dict[str, float]:
+    """Each word's boost, from word_count_bodies' counts: Lucene weighs a word by its rarity in the
+    whole index (every memory of every tenant: log(1 + (N - n + 0.5) / (n + 0.5))), the embedded engine
+    by its rarity in the memory (FTS5: log((N - n + 0.5) / (n + 0.5)), at least 1e-6); the boost turns
+    the first into the second, so a word that runs through one memory (a speaker's name in every turn
+    of a conversation) weighs as little as it does there. On LoCoMo (six conversations in one index),
+    without it, R@10 0.742 against the embedded engine's 0.786."""
+    memory_docs, index_docs = counts[0], counts[1]
+    weights = {}
+    for i, term in enumerate(terms):
+        in_memory, in_index = counts[2 + 2 * i], counts[3 + 2 * i]
+        if not in_index:
+            continue  # no document holds it: nothing to weigh
+        lucene = math.log(1 + (index_docs - in_index + 0.5) / (in_index + 0.5))
+        fts5 = max(math.log((memory_docs - in_memory + 0.5) / (in_memory + 0.5)), 1e-6)
+        weights[term] = fts5 / lucene
+    return weights
 
 
 def mention_body(request: SearchRequest, term: str) -> dict[str, Any]:
