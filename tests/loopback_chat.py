@@ -69,6 +69,18 @@ def facts_from_episodes(request: dict[str, Any]) -> Reply:
     return json_reply(completion(json.dumps({"facts": facts})))
 
 
+_NEW_MESSAGES = re.compile(r"## New Messages\n(?P<block>.*?)\n## ", re.DOTALL)
+
+
+def memories_from_new_messages(request: dict[str, Any]) -> Reply:
+    """A "model" as mem0's extraction asks one (mem0 2.2, infer=True): one memory per new message line,
+    quoting it, in mem0's answer shape {"memory": [{"text"}]}."""
+    user = next(m["content"] for m in request["messages"] if m["role"] == "user")
+    found = _NEW_MESSAGES.search(user)
+    lines = [line.split(":", 1)[-1].strip() for line in (found.group("block") if found else "").splitlines()]
+    return json_reply(completion(json.dumps({"memory": [{"text": f"Noted: {line}"} for line in lines if line]})))
+
+
 @dataclass
 class LoopbackChat:
     respond: Callable[[dict[str, Any]], Reply] = facts_from_episodes

@@ -467,3 +467,45 @@ def test_a_derive_url_without_a_model_is_refused() -> None:
     answer = run_cli("serve", "--derive-url", "http://127.0.0.1:9")
     assert answer.returncode == 2
     assert "--derive-url and --derive-model go together" in answer.stderr
+
+
+def test_serve_connects_mem0_which_derives_with_the_model_and_keeps_its_records_in_the_data_dir(
+    tmp_path: Path,
+) -> None:
+    """`--mem0 oss` with `--derive-url`: mem0 derives with that model (infer=True, derivation write_time),
+    so attaching a mem0 memory answers the §9 notice that every turn is sent out of the server; its
+    stores live in the data dir and outlast a restart."""
+    from tests.loopback_chat import LoopbackChat, memories_from_new_messages
+
+    data = tmp_path / "data"
+    with LoopbackChat(memories_from_new_messages) as chat:
+        args = ("--keys-file", str(EXAMPLE_KEYS), "--data-dir", str(data), "--mem0", "oss",
+                "--derive-url", chat.url, "--derive-model", "qwen2.5-7b-instruct")
+        server = ServeProcess(*args)
+        try:
+            server.wait_listening()
+            assert any("mem0 (oss) is connected" in line for line in server.lines)
+            providers = {p["id"]: p for p in requests.get(
+                server.url + "/v1/memories/providers", headers=ALICE, timeout=30).json()["data"]}
+            assert (providers["mem0"]["derivation"], providers["mem0"]["observe"]["keeps_episodes"]) == (
+                "write_time", False)
+            memory = _post(server.url + "/v1/memories", {"name": "Derived", "provider": "mem0"}).json()["id"]
+            observed = _post(server.url + f"/v1/memories/{memory}/observe",
+                             {"episodes": [{"content": "I moved to Lisbon"}]})
+            assert observed.status_code == 200, observed.text
+            assert [(r["type"], r["content"], r["written_by"]) for r in observed.json()["records"]] == [
+                ("fact", "Noted: I moved to Lisbon", {"kind": "provider", "id": "mem0"})]
+            attached = requests.put(server.url + "/v1/harnesses/chrn_41c0/memories", headers=ALICE, timeout=30,
+                                    json={"memories": [{"memory_id": memory, "access": "write", "default": True}]})
+            assert attached.status_code == 200, attached.text
+            [notice] = attached.json()["notices"]
+            assert (notice["code"], notice["provider"], notice["memory_id"]) == ("outside_provider", "mem0", memory)
+        finally:
+            server.stop()
+        server = ServeProcess(*args)
+        try:
+            server.wait_listening()
+            kept = requests.get(server.url + f"/v1/memories/{memory}/records", headers=ALICE, timeout=30).json()
+            assert [r["content"] for r in kept["data"]] == ["Noted: I moved to Lisbon"]
+        finally:
+            server.stop()

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from uhp_memories.adapters.dynamodb.apikeys import KeyExists
@@ -98,8 +99,8 @@ def serve(args: argparse.Namespace) -> int:
         except KeyExists as error:  # the data dir holds this key for someone else
             print(f"uhp-memories: keys file {args.keys_file}: {error}", file=sys.stderr, flush=True)
             return EXIT_OPERATOR_ERROR
-        if local.settings.derivation != "none":
-            say(f"observe derives with {local.settings.derivation_model} at {local.settings.derivation_base_url}")
+        for line in _connected(local.settings):
+            say(line)
         if data_dir is not None:  # `uhp-memories keys ... --data-dir DIR` adds and revokes keys while it runs
             assert local.container is not None
             control = ControlEndpoint(data_dir.path, LocalKeys(local.container.keys, gateway.authorizer_cache.clear))
@@ -129,6 +130,17 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _connected(settings: Settings) -> list[str]:
+    """What the server is connected to beyond its own parts, a line each."""
+    lines = []
+    if settings.derivation != "none":
+        lines.append(f"observe derives with {settings.derivation_model} at {settings.derivation_base_url}")
+    if settings.mem0 != "none":
+        lines.append(f"mem0 ({settings.mem0}) is connected: memories created with \"provider\": \"mem0\" keep "
+                     "their records there")
+    return lines
+
+
 def _settings(args: argparse.Namespace) -> Settings:
     """The local stage's settings: the defaults, with a derivation model when one is named (its key from
     the environment, UHP_DERIVATION_API_KEY, never from the command line, where any process sees it), and
@@ -142,6 +154,13 @@ def _settings(args: argparse.Namespace) -> Settings:
     if args.derive_url:
         chosen.update(derivation="openai", derivation_base_url=args.derive_url, derivation_model=args.derive_model,
                       derivation_api_key=env.derivation_api_key)
+    if args.mem0 != "none":
+        # mem0 beside the native provider (§10): OSS keeps its stores in the data dir when there is one;
+        # with --derive-url it derives with that model (infer=True); the Platform's key from the
+        # environment, UHP_MEM0_API_KEY, never the command line.
+        folder = str(Path(args.data_dir) / "mem0") if args.data_dir else ""
+        chosen.update(mem0=args.mem0, mem0_folder=folder, mem0_infer=bool(args.derive_url),
+                      mem0_api_key=env.mem0_api_key, mem0_host=env.mem0_host)
     return Settings.model_validate(chosen)
 
 
@@ -219,6 +238,14 @@ def main(argv: list[str] | None = None) -> int:
         "--search-url",
         help="recall on the OpenSearch cluster at this address (http://127.0.0.1:9200, unsigned), as a deployed "
         "stage recalls, instead of the embedded engine; the same local model embeds; its index in UHP_SEARCH_INDEX",
+    )
+    serve_cmd.add_argument(
+        "--mem0",
+        choices=["none", "oss", "platform"],
+        default="none",
+        help="connect mem0 as a provider beside the native one (memories created with provider \"mem0\"): oss runs "
+        "mem0's library in this process with the local model (with --derive-url, mem0 derives with it); platform "
+        "calls mem0's hosted service with the key in UHP_MEM0_API_KEY",
     )
     serve_cmd.add_argument(
         "--schedule-tick-seconds", type=float, default=30, help="how often consolidation schedules are checked"
