@@ -7,6 +7,7 @@ makes its own tenant, so tests never see each other."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +16,9 @@ from tests import opensearch_node
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import LocalAws
 from uhp_memories.settings import Settings
+
+# mem0 (the mem0 provider's library) reports usage to PostHog unless told not to when first imported.
+os.environ["MEM0_TELEMETRY"] = "False"
 
 # How long a request waits for its workflow (erase, memory delete, consolidation) before answering 202
 # with a job. Deployed, 20 s; here long enough that "finished within the request" never depends on how

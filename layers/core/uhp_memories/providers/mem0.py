@@ -367,6 +367,62 @@ def _results(answer: Any) -> list[dict[str, Any]]:
 # -- connecting ------------------------------------------------------------------------------------------
 
 
+class PlatformCalls:
+    """mem0's Platform client (`MemoryClient`) behind the calls the adapter makes of mem0 OSS's `Memory`: the
+    Platform pages a listing (`page`, `page_size`) where OSS takes `top_k`, takes no threshold on search, and
+    answers an add at once only when asked (`async_mode=False`: the adapter answers with what it wrote).
+    Covered at its HTTP boundary by the tests, not against the hosted service (docs/decisions.md)."""
+
+    PAGE = 100
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def add(self, messages: Any, *, user_id: str, metadata: dict[str, Any], infer: bool) -> Any:
+        return self._client.add(messages, user_id=user_id, metadata=metadata, infer=infer, async_mode=False)
+
+    def get(self, memory_id: str) -> Any:
+        try:
+            return self._client.get(memory_id)
+        except Exception as error:  # the Platform answers 404 for an id it does not hold
+            if "not found" in str(error).lower() or getattr(error, "status_code", None) == 404:
+                return None
+            raise
+
+    def get_all(self, *, filters: dict[str, Any], top_k: int) -> dict[str, Any]:
+        found: list[dict[str, Any]] = []
+        page = 1
+        while len(found) < top_k:
+            answer = self._client.get_all(filters=filters, page=page, page_size=self.PAGE)
+            found += list(answer.get("results") or [])
+            if not answer.get("next"):
+                break
+            page += 1
+        return {"results": found[:top_k]}
+
+    def search(self, query: str, *, filters: dict[str, Any], top_k: int, threshold: float = 0.0) -> Any:
+        return self._client.search(query, filters=filters, top_k=top_k)
+
+    def update(self, memory_id: str, *, text: str | None = None, metadata: dict[str, Any] | None = None) -> Any:
+        return self._client.update(memory_id, text=text, metadata=metadata)
+
+    def delete(self, memory_id: str) -> Any:
+        return self._client.delete(memory_id)
+
+    def history(self, memory_id: str) -> Any:
+        return self._client.history(memory_id)
+
+
+def _no_telemetry() -> None:
+    """mem0 reports usage to PostHog unless told not to, reading MEM0_TELEMETRY when first imported: set it
+    before, and switch its flag off after, in case something imported mem0 earlier. Nothing the server
+    does may reach a third party it was not connected to."""
+    os.environ["MEM0_TELEMETRY"] = "False"
+    from mem0.memory import telemetry
+
+    telemetry.MEM0_TELEMETRY = False
+
+
 def _offline(folder: str) -> None:
     """Before mem0 is first imported (it reads these then): no telemetry (PostHog would reach the
     network), its home under `folder`, and a placeholder key for the OpenAI client its default config
@@ -381,14 +437,16 @@ def connect(settings: Mem0Settings, *, embedder: Any, dimensions: int, now: Call
     """The provider, connected as the operator configured it: mem0 OSS in this process with `embedder`
     (ours, so both sides of a memory embed alike), or the Platform's client."""
     if settings.mode == "platform":
+        _no_telemetry()
         from mem0 import MemoryClient
 
         client = MemoryClient(api_key=settings.api_key, host=settings.host) if settings.host else MemoryClient(
             api_key=settings.api_key)
-        return Mem0Provider(client, settings, now=now)
+        return Mem0Provider(PlatformCalls(client), settings, now=now)
     folder = settings.folder or tempfile.mkdtemp(prefix="uhp-mem0-")
     Path(folder).mkdir(parents=True, exist_ok=True)
     _offline(folder)
+    _no_telemetry()
     from mem0 import Memory
 
     history_db = str(Path(folder) / "history.db")
