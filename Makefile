@@ -96,6 +96,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/recall_engine.py
 	$(BIN)/python bench/embedding_arithmetic.py
 	$(BIN)/python bench/file_store.py
+	$(BIN)/python bench/mem0_overhead.py --write
 
 # Recall quality and latency on LoCoMo through the public API, beside mem0 OSS; writes docs/benchmarks.md.
 # mem0 runs in a bench-only venv of its own (never .venv, never `make test`): the project (for our
