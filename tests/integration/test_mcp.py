@@ -90,6 +90,21 @@ def test_a_read_only_harness_holds_read_tools_and_a_writing_one_write_tools(
     assert refused["error"]["code"] == "memory_forbidden"
 
 
+def test_an_unattached_harness_is_told_what_to_attach_and_how(alice: Client, make_client: ClientFactory) -> None:
+    """Issue 28: a harness with nothing attached holds no write tools, and a write names the fix."""
+    team = alice.create_memory("Team")
+    alice.grant(team["id"], "harness:mcp_bare", "read", "write")  # held, not attached
+    harness = make_client("harness:mcp_bare")
+    assert tool_names(harness) == READ_TOOLS
+    for arguments in ({"type": "fact", "content": "x"}, {"memory_id": team["id"], "type": "fact", "content": "x"}):
+        failed, refused = call(harness, "memory_remember", arguments)
+        assert failed
+        assert refused["error"]["code"] == "memories_not_attached"
+        assert "PUT /v1/harnesses/mcp_bare/memories" in refused["error"]["message"]
+    over_rest = harness.post(f"/v1/memories/{team['id']}/records", {"type": "fact", "content": "x"})
+    assert (over_rest.status_code, over_rest.json()["error"]["code"]) == (404, "memories_not_attached")
+
+
 def test_read_narrows_a_harness_that_may_also_write(alice: Client, make_client: ClientFactory) -> None:
     team = alice.create_memory("Team")
     mine = alice.create_memory("Alice's")
