@@ -165,10 +165,9 @@ class Mem0Provider:
                     metadata={META: self._meta(memory, record)},
                     infer=infer,
                 )
-                for result in _results(added):
-                    found = self._fetch(memory, result["id"])
-                    if found is not None:
-                        kept.append(found)
+                # Kept as stated: the record is what was sent, under mem0's id (no read back).
+                kept += [record.evolve(id=record_id_of(r["id"]), chain_id=record_id_of(r["id"]))
+                         for r in _results(added) if r.get("event", "ADD") == "ADD"]
         return kept
 
     def revise(self, caller: Caller, memory: Memory, current: RecordVersion, revised: RecordVersion) -> RecordVersion:
