@@ -161,5 +161,5 @@ def test_a_turn_without_a_default_memory_is_refused(alice: Client, make_client: 
 
 
 def test_the_capability_document_declares_prime(alice: Client) -> None:
-    [native] = alice.get("/v1/memories/providers").json()["data"]
+    native = next(p for p in alice.get("/v1/memories/providers").json()["data"] if p["id"] == "native")
     assert native["prime"] is True
