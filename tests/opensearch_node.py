@@ -397,6 +397,7 @@ def main(argv: list[str]) -> int:
             fetch(say=True)
             return 0
         if command == "serve":
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the node and clean up, as Ctrl-C does
             node = Node(fetch(say=True)).wait_ready()
             print(f"OpenSearch {VERSION} ready in {node.ready_seconds:.1f} s: {node.url} (Ctrl-C stops)", flush=True)
             try:
