@@ -87,7 +87,8 @@ def test_create_under_a_parent_being_deleted_raises_tree_changed(repos: Reposito
 
 def test_update_replaces_the_client_fields(repos: Repositories) -> None:
     root = add(repos, 1)
-    changed = root.evolve(name="Renamed", description="new words", restricted=True, updated_at=root.updated_at + 5)
+    changed = root.evolve(name="Renamed", description="new words", restricted=True, updated_at=root.updated_at + 5,
+                          described_by="user:bob")  # who set the name and description, shown to agents (§13)
     repos.memories.update(changed, None, [])
     assert repos.memories.get(ACME, root.id) == changed
 

@@ -41,7 +41,7 @@ def _plain(value: Any) -> Any:
 
 
 def memory_item(memory: Memory) -> dict[str, Any]:
-    return {
+    item: dict[str, Any] = {
         "PK": keys.memory_pk(memory.tenant, memory.id),
         "SK": keys.META_SK,
         "entity": "memory",
@@ -55,12 +55,14 @@ def memory_item(memory: Memory) -> dict[str, Any]:
         "created_by": memory.created_by,
         "created_at": memory.created_at,
         "updated_at": memory.updated_at,
-        "described_by": memory.describer,
         "record_count": memory.record_count,
         "deleting": memory.deleting,
         "GSI1PK": keys.children_pk(memory.tenant, memory.parent_id),
         "GSI1SK": keys.children_sk(memory.created_at, memory.id),
     }
+    if memory.described_by is not None:  # absent: the creator named and described it
+        item["described_by"] = memory.described_by
+    return item
 
 
 def memory_from(item: Mapping[str, Any]) -> Memory:

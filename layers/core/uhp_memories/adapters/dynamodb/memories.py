@@ -64,12 +64,14 @@ class DynamoMemoryRepository:
             ":description": memory.description,
             ":restricted": memory.restricted,
             ":updated": memory.updated_at,
-            ":described_by": memory.describer,
             ":gsi1pk": keys.children_pk(memory.tenant, memory.parent_id),
             ":false": False,
         }
         assignments = "SET #name = :name, description = :description, restricted = :restricted, "
-        assignments += "updated_at = :updated, described_by = :described_by, GSI1PK = :gsi1pk"
+        assignments += "updated_at = :updated, GSI1PK = :gsi1pk"
+        if memory.described_by is not None:
+            assignments += ", described_by = :described_by"
+            values[":described_by"] = memory.described_by
         if memory.parent_id is None:
             assignments += " REMOVE parent_id"
         else:
