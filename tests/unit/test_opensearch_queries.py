@@ -39,7 +39,7 @@ from uhp_memories.search.opensearch import (
     word_weights,
 )
 from uhp_memories.search.opensearch import index as opensearch_index
-from uhp_memories.search.ports import Candidate
+from uhp_memories.search.ports import Candidate, CandidateQuery
 from uhp_memories.search.predicates import sortable_number
 from uhp_memories.search.ranking import rank
 
@@ -511,6 +511,18 @@ def test_the_index_is_created_once_and_its_model_checked() -> None:
     )
     with pytest.raises(EmbeddingModelMismatch):
         other.ensure_index()
+
+
+def test_a_read_of_an_index_not_made_yet_finds_nothing_and_never_creates_it() -> None:
+    """A new stage's first recall comes before its first write: read-only functions may not create the
+    index (least privilege), and a missing index holds nothing to find."""
+    client = RecordingClient(exists=False)
+    index = OpenSearchIndex(client, "recall", model_id="m", dimensions=2)
+    request = SearchRequest(TENANT, MEMORY, vector=[1.0, 0.0], text="acme")
+    asked = CandidateQuery(by_meaning=True, terms=("acme",), depth=10, newest=5)
+    assert index.candidates(request, asked) == {}
+    assert index.mentioned(request, ["acme"]) == frozenset()
+    assert [name for name, _ in client.calls] == ["exists", "exists"]
 
 
 def test_a_document_fetched_by_id_is_checked_against_tenant_and_memory() -> None:

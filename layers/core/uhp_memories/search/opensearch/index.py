@@ -116,6 +116,18 @@ class OpenSearchIndex:
                 )
             self._ready = True
 
+    def _searchable(self) -> bool:
+        """Whether the index is there to read (its model checked once it is). A read never creates it: a
+        stage's read-only functions may not (least privilege: infra/catalog.py), and a missing index holds
+        nothing to find, so a recall before a new stage's first write finds nothing instead of failing."""
+        if self._ready:
+            return True
+        with _unavailable():
+            if not self._client.indices.exists(index=self._name):
+                return False
+        self.ensure_index()
+        return True
+
     # -- writes ------------------------------------------------------------------------------
 
     def index(self, docs: Sequence[SearchDocument]) -> None:
@@ -176,7 +188,8 @@ class OpenSearchIndex:
     def candidates(self, request: SearchRequest, asked: CandidateQuery) -> dict[str, list[Candidate]]:
         if request.vector is not None:
             _check_vector(request.vector, self._dimensions, self._model_id)
-        self.ensure_index()
+        if not self._searchable():
+            return {}
         bodies: dict[str, dict[str, Any]] = {}
         if asked.by_meaning and request.vector is not None:
             bodies["query"] = knn_body(request, request.vector, asked.depth)
@@ -192,9 +205,8 @@ class OpenSearchIndex:
         return legs
 
     def mentioned(self, request: SearchRequest, terms: Sequence[str]) -> frozenset[str]:
-        if not terms:
+        if not terms or not self._searchable():
             return frozenset()
-        self.ensure_index()
         answers = self._msearch([mention_body(request, term) for term in terms], ["mention"] * len(terms))
         return frozenset(term for term, hits in zip(terms, answers, strict=True) if hits)
 
