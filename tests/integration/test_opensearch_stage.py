@@ -23,17 +23,10 @@ from tests.integration.conftest import Client, error_code
 from tests.integration.serve_process import ServeProcess
 from tests.integration.test_mcp import call, tool_names
 from tests.integration.test_queries import OPEN_DEALS
+from tests.integration.test_recall import FACTS, contents, recall, seeded
 from uhp_memories.domain.capabilities import native_provider
 from uhp_memories.domain.fence import unwrap
 from uhp_memories.search.opensearch import connect, doc_id
-
-FACTS = [
-    "Acme renews its contract in March and wants the annual discount kept.",
-    "The CFO of Globex prefers email over phone calls.",
-    "Lunch options near the office include sushi and tacos.",
-    "Initech's procurement needs three quotes for any purchase above ten thousand dollars.",
-]
-ACCOUNTS = ["acme", "globex", "office", "initech"]
 
 
 @dataclass
@@ -76,23 +69,6 @@ def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
     finally:
         server.stop()
         search.indices.delete(index=index, ignore=[404])
-
-
-def recall(client: Client, memory_id: str, **body: Any) -> dict[str, Any]:
-    answer = client.post(f"/v1/memories/{memory_id}/recall", body)
-    assert answer.status_code == 200, answer.text
-    return answer.json()
-
-
-def contents(answer: dict[str, Any]) -> list[str]:
-    return [r["record"]["content"] for r in answer["results"]]
-
-
-def seeded(client: Client, name: str = "Sales", **fields: Any) -> dict[str, Any]:
-    memory = client.create_memory(name, description=f"what {name} knows", **fields)
-    for fact, account in zip(FACTS, ACCOUNTS, strict=True):
-        client.remember(memory["id"], fact, attributes={"account": account})
-    return memory
 
 
 def test_the_stage_declares_free_queries_in_opensearch_dsl(stage: Stage) -> None:
