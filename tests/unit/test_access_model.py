@@ -1,25 +1,41 @@
-"""The authorization model (§3) as a state machine: hypothesis builds random trees (roots, children,
-moves, restricted flags), grants to principals and groups, revocations and harness attachments, and
-writes and reads records (remember, revise, forget, history, recall), made by random principals; it
-checks each answer, and after every step every principal's answer on every memory, against a small
-reference model written here from the spec, not from domain/access.py:
+"""The authorization model (§3, §9) as a state machine: hypothesis builds random trees (roots, children,
+moves, restricted flags), grants to principals, groups and harnesses, revocations, harness lists and
+their owners, and writes and reads records (remember, revise, forget, history, recall, get with
+`include`), runs type operations (x.task `complete` and `blocked`) and named queries, each made by a
+random principal (a person or a harness acting with its own key); it checks each answer, and after
+every step every principal's answer on every memory, against a small reference model written here from
+the spec and docs/decisions.md, not from domain/access.py or domain/harnesses.py:
 
 - effective privileges on a memory are the union of the grants, to the principal or to a group it is
   in, on the memory and on each ancestor up to and including the nearest restricted node (§3.1, §3.2);
 - whoever creates a memory holds all four privileges on it (a grant like any other);
 - a memory on which the caller holds nothing is not found; one it sees without the privilege an
   operation needs is forbidden (§12); each operation needs the privilege docs/decisions.md lists;
-- attaching a memory to a harness needs delete on it and grants the harness what it lacks (§9).
+- a harness holds `write` only on a memory that is, or is below (by placement in the tree), a memory
+  its list attaches with access `write`; elsewhere its grants' privileges less write. What it sees is
+  what its grants give. A write refused only for that is memories_not_attached when its list holds no
+  entry at all, memory_forbidden otherwise ("Harness attachments (§9) and harness ownership");
+- a harness's list is the harness's and its owners': a PUT replaces the whole list; every memory it
+  names must be visible to the writer (not found), then the writer must own an existing list
+  (forbidden), and where an entry added or changed asks for what the harness's grants lack, the writer
+  needs delete there and the grant is written with the list; the first writer of a list owns it (the
+  harness itself owns its own and is never named); reading it shows the entries on memories the reader
+  can see and counts the others (`hidden`);
+- what a write answers a caller without read: what it sent and the server's stamps, never the record's
+  other fields (a type operation sent none); a reader is answered the whole record ("Hostile input and
+  write-only callers");
+- a forgotten record leaves `GET record` unless `include=all` asks for history.
 
 The model drives the server through a `Driver`: here the services over the in-memory fakes
 (tests/unit/conftest.py), so thousands of steps take seconds; tests/integration/test_access_model_http.py
 runs the same machine through real HTTP (the local gateway, the deployed handlers, DynamoDB on moto),
-each principal with an API key of its own, fewer steps."""
+each principal with an API key of its own, over REST and over MCP (the agent's tools, with the refusals
+MCP adds before a tool runs), fewer steps."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -27,13 +43,24 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from tests.fakes import InMemoryAttachmentRepository, InMemoryMemoryRepository
+from tests.fakes import InMemoryMemoryRepository, InMemoryQueryRepository, InMemoryTypeRepository
 from tests.unit.conftest import caller, make_world
-from uhp_memories.domain.errors import DomainError, MemoryForbidden, MemoryInvalid, MemoryNotFound
+from uhp_memories.domain.builtin_types import BUILTIN_TYPES
+from uhp_memories.domain.errors import (
+    DomainError,
+    MemoriesNotAttached,
+    MemoryForbidden,
+    MemoryInvalid,
+    MemoryNotFound,
+    RecordNotFound,
+)
 from uhp_memories.domain.harnesses import Attachment, HarnessService
 from uhp_memories.domain.models import Caller
-from uhp_memories.domain.recall import AbstainPolicy, RecallInput, RecallService
-from uhp_memories.domain.records import RecordInput, RecordService
+from uhp_memories.domain.operations import OperationService
+from uhp_memories.domain.queries import QueryNotFound, QueryService
+from uhp_memories.domain.recall import AbstainPolicy, RecallAnswer, RecallInput, RecallService
+from uhp_memories.domain.records import RecordInput, RecordService, RecordView
+from uhp_memories.domain.types import TypeService
 from uhp_memories.search.embedded import EmbeddedSearchIndex
 from uhp_memories.search.engine import RecallEngine
 from uhp_memories.search.hashing import HashingEmbedder
@@ -42,22 +69,57 @@ ALL = frozenset({"read", "write", "create", "delete"})
 GROUPS = {"user:ann": (), "user:ben": ("group:sales",), "user:cat": ("group:sales", "group:eng"),
           "user:dan": ("group:eng",)}
 PEOPLE = sorted(GROUPS)
-GRANTEES = [*PEOPLE, "group:sales", "group:eng"]
-PRIVILEGE_SETS = st.sets(st.sampled_from(sorted(ALL)), min_size=1).map(frozenset)
-NEEDS = {"get": None, "list_records": "read", "remember": "write", "revise": "write", "list_grants": "delete",
-         "create_child": "create"}
+HARNESS_IDS = ("h1", "h2")
+HARNESSES = [f"harness:{h}" for h in HARNESS_IDS]
+PRINCIPALS = [*PEOPLE, *HARNESSES]  # every one calls with a key of its own
+GRANTEES = [*PEOPLE, "group:sales", "group:eng", *HARNESSES]
+OWNERS = GRANTEES  # who may be named an owner of a harness (the harness itself is refused: 422)
+# The sets people grant most (write without read among them: a write-only caller), and any other.
+PRIVILEGE_SETS = st.one_of(
+    st.sampled_from([frozenset({"read"}), frozenset({"write"}), frozenset({"read", "write"}), ALL]),
+    st.sets(st.sampled_from(sorted(ALL)), min_size=1).map(frozenset),
+)
+ACCESS_NEEDS = {"read": frozenset({"read"}), "write": frozenset({"read", "write"})}
+TASK = "x.task"
+QUERY_NAMES = ("q1", "q2")
+EMPTY: frozenset[str] = frozenset()
+
+# What a record answer shows of the fields beyond the server's stamps that the machine writes.
+Shown = dict[str, Any]
+Written = tuple[str, Shown]  # the new version's id, and what the answer shows
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a harness's list."""
+
+    memory_id: str
+    access: str
+    default: bool = False
+
+
+@dataclass
+class HarnessList:
+    entries: list[Entry]
+    owners: tuple[str, ...]  # beside the harness itself
+
+
+def harness_of(principal: str) -> str | None:
+    kind, _, ident = principal.partition(":")
+    return ident if kind == "harness" else None
 
 
 @dataclass
 class Reference:
-    """§3, written out: the tree, the restricted flags, the grants."""
+    """§3 and §9, written out: the tree, the restricted flags, the grants, the harnesses' lists."""
 
-    parent: dict[str, str | None] = field(default_factory=dict)
+    parent: dict[str, str | None] = field(default_factory=dict)  # in creation order
     restricted: dict[str, bool] = field(default_factory=dict)
     grants: dict[str, tuple[str, str, frozenset[str]]] = field(default_factory=dict)  # id -> (memory, who, privs)
-    harnesses: list[str] = field(default_factory=list)
+    lists: dict[str, HarnessList] = field(default_factory=dict)  # harness id -> its list, once written
 
-    def privileges(self, principal: str, memory_id: str) -> frozenset[str]:
+    def granted(self, principal: str, memory_id: str) -> frozenset[str]:
+        """What the grants give: to the principal and its groups, on the memory and up to the cutoff."""
         who = {principal, *GROUPS.get(principal, ())}
         held: set[str] = set()
         node: str | None = memory_id
@@ -68,11 +130,56 @@ class Reference:
             node = self.parent[node]
         return frozenset(held)
 
+    def entries(self, harness: str) -> list[Entry]:
+        found = self.lists.get(harness)
+        return found.entries if found is not None else []
+
+    def writes_at(self, principal: str, memory_id: str) -> bool:
+        """Whether the list lets the principal write here: anyone but a harness; a harness at or below
+        (by placement, whatever the cutoff) a memory its list attaches with write."""
+        harness = harness_of(principal)
+        if harness is None:
+            return True
+        roots = {e.memory_id for e in self.entries(harness) if e.access == "write"}
+        node: str | None = memory_id
+        while node is not None:
+            if node in roots:
+                return True
+            node = self.parent[node]
+        return False
+
+    def privileges(self, principal: str, memory_id: str) -> frozenset[str]:
+        """What the principal holds: its grants', less write where its harness list narrows it."""
+        held = self.granted(principal, memory_id)
+        return held if self.writes_at(principal, memory_id) else held - {"write"}
+
     def outcome(self, principal: str, memory_id: str, needs: str | None) -> type[DomainError] | None:
-        held = self.privileges(principal, memory_id)
-        if not held:
+        granted = self.granted(principal, memory_id)
+        if not granted:
             return MemoryNotFound
-        return MemoryForbidden if needs is not None and needs not in held else None
+        if needs is None or needs in self.privileges(principal, memory_id):
+            return None
+        if needs in granted:  # held, but narrowed by the harness's list
+            return MemoryForbidden if self.entries(harness_of(principal) or "") else MemoriesNotAttached
+        return MemoryForbidden
+
+    def owns(self, principal: str, harness: str) -> bool:
+        found = self.lists.get(harness)
+        if principal == f"harness:{harness}":
+            return True
+        return found is not None and bool({principal, *GROUPS.get(principal, ())} & set(found.owners))
+
+    def write_tools_refusal(self, principal: str) -> type[DomainError] | None:
+        """MCP offers a harness its write tools only when it starts from some memory attached with write
+        (the entries on memories it can see); calling one otherwise says why: nothing attached that it
+        sees (memories_not_attached) or nothing attached with write (memory_forbidden)."""
+        harness = harness_of(principal)
+        if harness is None:
+            return None
+        starting = [e for e in self.entries(harness) if self.granted(principal, e.memory_id)]
+        if any(e.access == "write" for e in starting):
+            return None
+        return MemoryForbidden if starting else MemoriesNotAttached
 
     def under(self, memory_id: str) -> set[str]:
         """The memory and its descendants."""
@@ -83,12 +190,6 @@ class Reference:
                 return found
             found |= more
 
-    def depth(self, memory_id: str) -> int:
-        levels, node = 1, self.parent[memory_id]
-        while node is not None:
-            levels, node = levels + 1, self.parent[node]
-        return levels
-
 
 @dataclass(frozen=True)
 class GrantSeen:
@@ -98,9 +199,21 @@ class GrantSeen:
     privileges: frozenset[str]
 
 
+@dataclass(frozen=True)
+class Operated:
+    """A type operation's answer: the version a write appended, or the ids a read's records answered."""
+
+    written: Written | None = None
+    results: list[str] | None = None
+
+
 class Driver(Protocol):
     """The operations the model makes, as one principal; a refusal raises the domain's error (not
-    found, forbidden, invalid)."""
+    found, forbidden, not attached, invalid, record or query not found)."""
+
+    # "service" and "rest" run every rule as the services do; "mcp" adds the refusals MCP makes before a
+    # tool runs (write tools a harness is not offered, a named query's own tool).
+    door: str
 
     def create_memory(self, principal: str, parent: str | None, restricted: bool) -> str: ...
     def update_memory(self, principal: str, memory_id: str, changes: dict[str, Any]) -> None: ...
@@ -108,12 +221,27 @@ class Driver(Protocol):
     def grant(self, principal: str, memory_id: str, grantee: str, privileges: frozenset[str]) -> str: ...
     def revoke(self, principal: str, memory_id: str, grant_id: str) -> None: ...
     def grants(self, principal: str, memory_id: str) -> list[GrantSeen]: ...
-    def attach(self, principal: str, harness: str, memory_id: str, access: str) -> None: ...
-    def remember(self, principal: str, memory_id: str, content: str) -> tuple[str, bool]:
-        """The new record's id, and whether its content was withheld from the answer."""
+    def attach(self, principal: str, harness: str, entries: Sequence[Entry]) -> list[Entry]:
+        """Replace the harness's list; the entries answered."""
         ...
-    def revise(self, principal: str, memory_id: str, record_id: str, content: str) -> tuple[str, bool]: ...
-    def forget(self, principal: str, memory_id: str, record_id: str) -> None: ...
+    def attached(self, principal: str, harness: str) -> tuple[list[Entry], int]:
+        """The list as the caller reads it: the entries it sees, and how many others there are."""
+        ...
+    def set_owners(self, principal: str, harness: str, owners: Sequence[str]) -> list[str]: ...
+    def owners(self, principal: str, harness: str) -> list[str]: ...
+    def remember(self, principal: str, memory_id: str, type: str, content: str, attributes: dict[str, Any]) -> Written:
+        ...
+    def revise(self, principal: str, memory_id: str, record_id: str, content: str) -> Written: ...
+    def forget(self, principal: str, memory_id: str, record_id: str) -> Shown: ...
+    def operate(self, principal: str, memory_id: str, record_id: str, operation: str) -> Operated: ...
+    def define_query(self, principal: str, memory_id: str, name: str, requires: str) -> None: ...
+    def run_query(self, principal: str, memory_id: str, name: str, own_tool: bool) -> list[str]:
+        """The memory ids of the records the query answered. `own_tool`: over MCP, through the tool the
+        query is offered as (a harness's), not memory_run_query."""
+        ...
+    def get_record(self, principal: str, memory_id: str, record_id: str, include: str) -> str:
+        """The version's status."""
+        ...
     def list_records(self, principal: str, memory_id: str) -> None: ...
     def history(self, principal: str, memory_id: str, record_id: str) -> None: ...
     def recall(self, principal: str, memory_id: str, text: str) -> None: ...
@@ -124,20 +252,37 @@ def who(principal: str) -> Caller:
     return caller(principal, groups=GROUPS.get(principal, ()))
 
 
+def shown_by(view: RecordView) -> Shown:
+    """What a presenter shows of a write's answer: the record less what `withheld` names."""
+    r = view.record
+    fields = {"content": r.content, "type": r.type, "attributes": r.attributes}
+    return {name: value for name, value in fields.items() if name not in view.withheld}
+
+
+def memories_of(answer: RecallAnswer) -> list[str]:
+    return [r.record.record.memory_id for r in answer.results]
+
+
 class ServiceDriver:
-    """The services over the in-memory fakes."""
+    """The services over the in-memory fakes, wired as bootstrap.build wires them."""
+
+    door = "service"
 
     def __init__(self) -> None:
         self.world = make_world()
-        repo = self.world.ports.memories
+        ports = self.world.ports
+        repo = ports.memories
         assert isinstance(repo, InMemoryMemoryRepository)
-        self.harnesses = HarnessService(self.world.ports, self.world.ports.attachments)  # type: ignore[arg-type]
+        self.harnesses = HarnessService(ports, ports.attachments)  # type: ignore[arg-type]  # the lists the rule reads
         embedder = HashingEmbedder(64)
         self.index = EmbeddedSearchIndex(":memory:", model_id=embedder.model_id, dimensions=embedder.dimensions)
         engine = RecallEngine(self.index, embedder)
-        self.records = RecordService(self.world.ports, self.world.memories, None, lambda: engine)
-        self.recalls = RecallService(
-            self.world.ports, self.world.memories, self.records, lambda: engine, AbstainPolicy(0.0)
+        types = TypeService(ports, InMemoryTypeRepository(), BUILTIN_TYPES)
+        self.records = RecordService(ports, self.world.memories, None, lambda: engine, types=types)
+        self.recalls = RecallService(ports, self.world.memories, self.records, lambda: engine, AbstainPolicy(0.0))
+        self.operations = OperationService(ports, types, self.records, self.recalls, self.world.memories)
+        self.queries = QueryService(
+            ports, InMemoryQueryRepository(repo), self.recalls, self.world.memories, self.records, lambda: None
         )
 
     def create_memory(self, principal: str, parent: str | None, restricted: bool) -> str:
@@ -160,19 +305,46 @@ class ServiceDriver:
         return [GrantSeen(g.id, g.memory_id, g.principal, frozenset(g.privileges))
                 for g in self.world.grants.list(who(principal), memory_id)]
 
-    def attach(self, principal: str, harness: str, memory_id: str, access: str) -> None:
-        self.harnesses.attach(who(principal), harness, [Attachment(memory_id, access)])
+    def attach(self, principal: str, harness: str, entries: Sequence[Entry]) -> list[Entry]:
+        sent = [Attachment(e.memory_id, e.access, e.default) for e in entries]
+        return [Entry(a.memory_id, a.access, a.default) for a in self.harnesses.attach(who(principal), harness, sent)]
 
-    def remember(self, principal: str, memory_id: str, content: str) -> tuple[str, bool]:
-        view = self.records.remember(who(principal), memory_id, RecordInput("fact", content, {}))
-        return view.record.id, "content" in view.withheld
+    def attached(self, principal: str, harness: str) -> tuple[list[Entry], int]:
+        listed = self.harnesses.listed(who(principal), harness)
+        return [Entry(a.memory_id, a.access, a.default) for a in listed.memories], listed.hidden
 
-    def revise(self, principal: str, memory_id: str, record_id: str, content: str) -> tuple[str, bool]:
+    def set_owners(self, principal: str, harness: str, owners: Sequence[str]) -> list[str]:
+        return list(self.harnesses.set_owners(who(principal), harness, owners))
+
+    def owners(self, principal: str, harness: str) -> list[str]:
+        return list(self.harnesses.owners(who(principal), harness))
+
+    def remember(self, principal: str, memory_id: str, type: str, content: str, attributes: dict[str, Any]) -> Written:
+        view = self.records.remember(who(principal), memory_id, RecordInput(type, content, attributes))
+        return view.record.id, shown_by(view)
+
+    def revise(self, principal: str, memory_id: str, record_id: str, content: str) -> Written:
         view = self.records.revise(who(principal), memory_id, record_id, {"content": content})
-        return view.record.id, "content" in view.withheld
+        return view.record.id, shown_by(view)
 
-    def forget(self, principal: str, memory_id: str, record_id: str) -> None:
-        self.records.forget(who(principal), memory_id, record_id)
+    def forget(self, principal: str, memory_id: str, record_id: str) -> Shown:
+        return shown_by(self.records.forget(who(principal), memory_id, record_id))
+
+    def operate(self, principal: str, memory_id: str, record_id: str, operation: str) -> Operated:
+        answer = self.operations.run(who(principal), memory_id, record_id, operation, {})
+        if answer.record is not None:
+            return Operated(written=(answer.record.record.id, shown_by(answer.record)))
+        assert answer.recall is not None
+        return Operated(results=[r.record.record.id for r in answer.recall.results])
+
+    def define_query(self, principal: str, memory_id: str, name: str, requires: str) -> None:
+        self.queries.define(who(principal), memory_id, name, {"body": {"text": "seed"}, "requires": requires})
+
+    def run_query(self, principal: str, memory_id: str, name: str, own_tool: bool) -> list[str]:
+        return memories_of(self.queries.run(who(principal), memory_id, name, {}))
+
+    def get_record(self, principal: str, memory_id: str, record_id: str, include: str) -> str:
+        return self.records.get(who(principal), memory_id, record_id, None, include).record.status
 
     def list_records(self, principal: str, memory_id: str) -> None:
         self.records.list(who(principal), memory_id)
@@ -188,10 +360,28 @@ class ServiceDriver:
 
 
 def outcome_of(call: Callable[[], Any]) -> tuple[type[DomainError] | None, Any]:
+    """The refusal's type and the refusal (for the message), or None and the answer."""
     try:
         return None, call()
-    except (MemoryNotFound, MemoryForbidden) as refused:
-        return type(refused), None
+    except DomainError as refused:
+        return type(refused), refused
+
+
+@dataclass
+class Held:
+    """A record's chain as the model knows it: its version ids (the current one last) and what it holds."""
+
+    versions: list[str]
+    type: str
+    content: str
+    attributes: dict[str, Any]
+
+    @property
+    def current(self) -> str:
+        return self.versions[-1]
+
+    def whole(self) -> Shown:
+        return {"content": self.content, "type": self.type, "attributes": self.attributes}
 
 
 class AccessModel(RuleBasedStateMachine):
@@ -201,26 +391,101 @@ class AccessModel(RuleBasedStateMachine):
         super().__init__()
         self.server = self.driver()
         self.model = Reference()
-        self.latest: dict[str, str] = {}  # memory -> its current record (the one revise names)
-        self.harness_numbers = itertools.count(1)
+        self.facts: dict[str, Held] = {}  # memory -> a current fact (the one revise and forget name)
+        self.tasks: dict[str, Held] = {}  # memory -> a current x.task (the one operations run on)
+        self.forgotten: list[tuple[str, str, str]] = []  # (memory, version, its status) of forgotten chains
+        self.queries: dict[str, dict[str, str]] = {}  # memory -> query name -> what running it requires
+        self.numbers = itertools.count(1)
 
     def driver(self) -> Driver:
         """What the machine runs against (a fresh server, or a fresh tenant of one, per example)."""
         return ServiceDriver()
 
+    @property
+    def over_mcp(self) -> bool:
+        return self.server.door == "mcp"
+
+    def check(self, wanted: type[DomainError] | None, call: Callable[[], Any], *about: Any) -> Any:
+        got, answer = outcome_of(call)
+        assert got is wanted, f"got {got} ({answer if got else 'answered'}), wanted {wanted}: {about}"
+        return answer if got is None else None
+
     def expect(self, principal: str, memory_id: str, needs: str | None, call: Callable[[], Any]) -> Any:
         wanted = self.model.outcome(principal, memory_id, needs)
-        got, answer = outcome_of(call)
-        assert got is wanted, (principal, memory_id, needs, got, wanted, self.model.privileges(principal, memory_id))
-        return answer
+        return self.check(wanted, call, principal, memory_id, needs, self.model.granted(principal, memory_id),
+                          self.model.privileges(principal, memory_id))
+
+    def expect_write_tool(self, principal: str, memory_id: str, call: Callable[[], Any]) -> Any:
+        """A record write (remember, revise, forget): over MCP a write tool first, then the service."""
+        wanted = self.model.write_tools_refusal(principal) if self.over_mcp else None
+        if wanted is None:
+            return self.expect(principal, memory_id, "write", call)
+        entries = self.model.entries(harness_of(principal) or "")
+        return self.check(wanted, call, principal, memory_id, "no write tool", entries)
+
+    def assert_shown(self, principal: str, memory_id: str, shown: Shown, sent: Shown, whole: Shown) -> None:
+        """A reader is answered the whole record; any other writer only the fields it sent (§13, decisions:
+        "Write-only callers")."""
+        reader = "read" in self.model.privileges(principal, memory_id)
+        assert shown == (whole if reader else sent), (principal, memory_id, reader, shown)
+
+    def number(self) -> int:
+        return next(self.numbers)
+
+    def principal(self, data: st.DataObject, able: Callable[[str], bool]) -> str:
+        """A principal to act: mostly one the model says may (so that answers other than not found are
+        common), sometimes anyone (so refusals are too)."""
+        may = [p for p in PRINCIPALS if able(p)]
+        if may and data.draw(st.integers(0, 3), label="one that may") > 0:
+            return data.draw(st.sampled_from(may), label="principal")
+        return data.draw(st.sampled_from(PRINCIPALS), label="principal")
+
+    def acting(self, data: st.DataObject, privilege: str, among: Sequence[str] | None = None) -> tuple[str, str]:
+        """A principal and a memory (of `among`): mostly one whose grants give it `privilege` there (a
+        harness's list may narrow it), each principal that holds it somewhere as often as any other, so
+        the harnesses act as often as the people; sometimes anyone anywhere."""
+        pool = list(self.model.parent if among is None else among)
+        able = {p: [m for m in pool if privilege in self.model.granted(p, m)] for p in PRINCIPALS}
+        holders = [p for p in PRINCIPALS if able[p]]
+        if holders and data.draw(st.integers(0, 3), label="one that may") > 0:
+            principal = data.draw(st.sampled_from(holders), label="principal")
+            return principal, data.draw(st.sampled_from(able[principal]), label="memory")
+        anyone = data.draw(st.sampled_from(PRINCIPALS), label="principal")
+        return anyone, data.draw(st.sampled_from(pool), label="memory")
+
+    def holding(self, data: st.DataObject, memory_id: str, privilege: str) -> str:
+        """A principal, mostly one whose grants give it `privilege` here (a harness's list may narrow it)."""
+        return self.principal(data, lambda p: privilege in self.model.granted(p, memory_id))
 
     # -- the tree ------------------------------------------------------------------------------
 
-    @initialize(target=memories, principal=st.sampled_from(PEOPLE))
-    def first_root(self, principal: str) -> str:
-        return self._root(principal, False)
+    @initialize(target=memories, principal=st.sampled_from(PEOPLE), access=st.sampled_from(["write", "read", None]),
+                requires=st.sampled_from(["read", "write"]))
+    def first_root(self, principal: str, access: str | None, requires: str) -> str:
+        """A person's memory, shared write-only with a group (so that some caller may write what it cannot
+        read) and with a harness that attaches nothing, which its creator mostly attaches to the other
+        harness at once (so that a harness acts there)."""
+        memory_id = self._root(principal, False)
+        write_only = frozenset({"write"})
+        self.model.grants[self.server.grant(principal, memory_id, "group:eng", write_only)] = (
+            memory_id, "group:eng", write_only)
+        if access is not None:
+            self._attach(principal, HARNESS_IDS[0], [Entry(memory_id, access, access == "write")])
+        # The other harness may write here by its grant, but attaches nothing: it sees the memory, holding
+        # nothing there (privileges []), since its list narrows what it may do, never what it sees.
+        other = f"harness:{HARNESS_IDS[1]}"
+        self.model.grants[self.server.grant(principal, memory_id, other, write_only)] = (memory_id, other, write_only)
+        # Every example, on every door: the group writes what it cannot read (each answer shows only what
+        # it sent), a query is defined, and the attached harness runs it (by its own tool over MCP).
+        writer = "user:dan" if principal != "user:dan" else "user:cat"
+        self._revise(writer, memory_id)
+        self._operate(writer, memory_id, "complete")
+        self._forget(writer, memory_id)
+        self._define_query(principal, memory_id, QUERY_NAMES[0], requires)
+        self._run_query(f"harness:{HARNESS_IDS[0]}", memory_id, QUERY_NAMES[0], own_tool=True)
+        return memory_id
 
-    @rule(target=memories, principal=st.sampled_from(PEOPLE), restricted=st.booleans())
+    @rule(target=memories, principal=st.sampled_from(PRINCIPALS), restricted=st.booleans())
     def create_root(self, principal: str, restricted: bool) -> str:
         return self._root(principal, restricted)
 
@@ -233,124 +498,360 @@ class AccessModel(RuleBasedStateMachine):
         implicit = [g for g in self.server.grants(principal, memory_id) if g.memory_id == memory_id]
         assert [(g.principal, g.privileges) for g in implicit] == [(principal, ALL)]
         self.model.grants[implicit[0].id] = (memory_id, principal, ALL)
-        self.latest[memory_id] = self.server.remember(principal, memory_id, "seed")[0]
+        # Its first records, by its creator: a harness writes only where its list lets it, its own memory too.
+        self._remember(principal, memory_id, "fact")
+        self._remember(principal, memory_id, TASK)
         return memory_id
 
     @precondition(lambda self: len(self.model.parent) < 12)
-    @rule(target=memories, principal=st.sampled_from(PEOPLE), parent=memories, restricted=st.booleans())
-    def create_child(self, principal: str, parent: str, restricted: bool) -> str:
-        server = self.server
+    @rule(target=memories, parent=memories, restricted=st.booleans(), data=st.data())
+    def create_child(self, parent: str, restricted: bool, data: st.DataObject) -> str:
+        server, principal = self.server, self.holding(data, parent, "create")
         made = self.expect(principal, parent, "create", lambda: server.create_memory(principal, parent, restricted))
         if made is None:
             return parent  # refused: the bundle gets an existing memory again
         return self._created(principal, made, parent, restricted)
 
-    @rule(principal=st.sampled_from(PEOPLE), memory_id=memories, restricted=st.booleans())
-    def set_restricted(self, principal: str, memory_id: str, restricted: bool) -> None:
+    @rule(memory_id=memories, restricted=st.booleans(), data=st.data())
+    def set_restricted(self, memory_id: str, restricted: bool, data: st.DataObject) -> None:
+        principal = self.holding(data, memory_id, "delete")
         needs = "delete" if restricted != self.model.restricted[memory_id] else None
         done = self.expect(principal, memory_id, needs, lambda: self.server.update_memory(
             principal, memory_id, {"restricted": restricted}) or True)
         if done is not None:
             self.model.restricted[memory_id] = restricted
 
-    @rule(principal=st.sampled_from(PEOPLE), memory_id=memories, parent=st.one_of(st.none(), memories))
-    def move(self, principal: str, memory_id: str, parent: str | None) -> None:
+    @rule(memory_id=memories, parent=st.one_of(st.none(), memories), data=st.data())
+    def move(self, memory_id: str, parent: str | None, data: st.DataObject) -> None:
         """Needs delete on the memory, then create on the new parent (not found when it sees nothing
         there); never under itself or a descendant."""
         if parent == self.model.parent[memory_id]:
             return
-        held = self.model.privileges(principal, memory_id)
-        on_parent = self.model.privileges(principal, parent) if parent is not None else ALL
-        wanted: type[DomainError] | None = None
-        if not held:
-            wanted = MemoryNotFound
-        elif "delete" not in held:
-            wanted = MemoryForbidden
-        elif not on_parent:
-            wanted = MemoryNotFound
-        elif "create" not in on_parent:
-            wanted = MemoryForbidden
-        elif parent in self.model.under(memory_id):
+        principal = self.holding(data, memory_id, "delete")
+        model = self.model
+        wanted = model.outcome(principal, memory_id, "delete")
+        if wanted is None and parent is not None:
+            wanted = model.outcome(principal, parent, "create")  # not found where it sees nothing
+        if wanted is None and parent in model.under(memory_id):
             wanted = MemoryInvalid
-        try:
-            self.server.update_memory(principal, memory_id, {"parent_id": parent})
-            got: type[DomainError] | None = None
-        except DomainError as refused:
-            got = type(refused)
-        assert got is wanted, (principal, memory_id, parent, held, on_parent)
-        if got is None:
+        self.check(wanted, lambda: self.server.update_memory(principal, memory_id, {"parent_id": parent}),
+                   principal, memory_id, parent, model.granted(principal, memory_id),
+                   model.granted(principal, parent) if parent is not None else None)
+        if wanted is None:
             self.model.parent[memory_id] = parent
 
     # -- grants --------------------------------------------------------------------------------
 
-    @rule(principal=st.sampled_from(PEOPLE), memory_id=memories, grantee=st.sampled_from(GRANTEES),
-          privileges=PRIVILEGE_SETS)
-    def grant(self, principal: str, memory_id: str, grantee: str, privileges: frozenset[str]) -> None:
+    @rule(memory_id=memories, grantee=st.sampled_from(GRANTEES), privileges=PRIVILEGE_SETS, data=st.data())
+    def grant(self, memory_id: str, grantee: str, privileges: frozenset[str], data: st.DataObject) -> None:
+        principal = self.holding(data, memory_id, "delete")
         made = self.expect(principal, memory_id, "delete", lambda: self.server.grant(
             principal, memory_id, grantee, privileges))
         if made is not None:
             self.model.grants[made] = (memory_id, grantee, privileges)
 
     @precondition(lambda self: bool(self.model.grants))
-    @rule(principal=st.sampled_from(PEOPLE), data=st.data())
-    def revoke(self, principal: str, data: st.DataObject) -> None:
-        grant_id = data.draw(st.sampled_from(sorted(self.model.grants)))
+    @rule(data=st.data())
+    def revoke(self, data: st.DataObject) -> None:
+        # Half the time one that attaching wrote, if any: a harness then no longer sees what its list holds.
+        to_harnesses = [g for g, granted in self.model.grants.items() if granted[1] in HARNESSES]
+        pool = list(self.model.grants)
+        if to_harnesses:
+            pool = to_harnesses if data.draw(st.booleans(), label="a harness's") else pool
+        grant_id = data.draw(st.sampled_from(pool), label="grant")
         memory_id = self.model.grants[grant_id][0]
+        principal = self.holding(data, memory_id, "delete")
+        grantee = self.model.grants[grant_id][1]
         done = self.expect(principal, memory_id, "delete", lambda: self.server.revoke(
             principal, memory_id, grant_id) or True)
-        if done is not None:
-            del self.model.grants[grant_id]
-
-    # -- harness lists (§9): attaching is granting ---------------------------------------------
-
-    @rule(principal=st.sampled_from(PEOPLE), memory_id=memories, access=st.sampled_from(["read", "write"]))
-    def attach(self, principal: str, memory_id: str, access: str) -> None:
-        harness = f"h{next(self.harness_numbers)}"
-        who = f"harness:{harness}"
-        needed = frozenset({"read"} if access == "read" else {"read", "write"})
-        lacked = not needed <= self.model.privileges(who, memory_id)
-        done = self.expect(principal, memory_id, "delete", lambda: self.server.attach(
-            principal, harness, memory_id, access) or True)
         if done is None:
             return
-        self.model.harnesses.append(who)
-        written = [g for g in self.server.grants(principal, memory_id)
-                   if g.principal == who and g.memory_id == memory_id]
-        assert len(written) == (1 if lacked else 0)
-        for g in written:
-            assert g.privileges == needed
-            self.model.grants[g.id] = (memory_id, who, needed)
+        del self.model.grants[grant_id]
+        harness = harness_of(grantee)
+        stored = self.model.lists.get(harness or "")
+        if harness is not None and stored is not None and any(e.memory_id == memory_id for e in stored.entries):
+            # An owner sends the list again as it is: an unchanged entry grants nothing, so what was revoked
+            # stays revoked (and sending it needs no privilege beyond seeing each memory).
+            owner = self.principal(data, lambda p: self.model.owns(p, harness))
+            self._attach(owner, harness, list(stored.entries))
 
-    # -- records: reads and writes as each principal -------------------------------------------
+    # -- harness lists (§9): owned, replaced whole; attaching is granting ----------------------
 
-    @rule(principal=st.sampled_from(PEOPLE), memory_id=memories, data=st.data())
-    def write(self, principal: str, memory_id: str, data: st.DataObject) -> None:
-        server = self.server
-        if data.draw(st.booleans(), label="revise"):
-            done = self.expect(principal, memory_id, "write", lambda: server.revise(
-                principal, memory_id, self.latest[memory_id], "revised"))
+    @rule(harness=st.sampled_from(HARNESS_IDS), data=st.data())
+    def attach(self, harness: str, data: st.DataObject) -> None:
+        """A PUT of the whole list: a fresh list, the stored one with entries added or changed, or the stored
+        one sent again unchanged (which grants nothing, even where a grant was revoked since)."""
+        model, stored = self.model, self.model.lists.get(harness)
+        principal = self.principal(data, lambda p: self._may_own(p, harness) and any(
+            model.granted(p, m) for m in model.parent))
+        how = data.draw(st.sampled_from(["fresh", "add", "again"] if stored is not None else ["fresh"]), label="how")
+        if how == "again":
+            assert stored is not None
+            self._attach(principal, harness, list(stored.entries))
+            return
+        # Mostly memories it may grant on (attaching what the harness lacks takes delete), else ones it sees
+        # without delete (attached only where the harness holds what the entry needs), or any.
+        tier = data.draw(st.integers(0, 3), label="pool")
+        granting = [m for m in model.parent if "delete" in model.granted(principal, m)]
+        seeing = [m for m in model.parent if model.granted(principal, m) and m not in granting]
+        pool = (granting if tier > 1 else seeing if tier == 1 else []) or list(model.parent)
+        detach_all = data.draw(st.integers(0, 7), label="detach all") == 0
+        chosen = [] if detach_all else data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3, unique=True),
+                                                 label="on")
+        fresh = [Entry(m, "read" if data.draw(st.integers(0, 2), label="read") == 0 else "write") for m in chosen]
+        writers = [e.memory_id for e in fresh if e.access == "write"]
+        default = data.draw(st.sampled_from([None, *writers]), label="default")
+        fresh = [Entry(e.memory_id, e.access, e.memory_id == default) for e in fresh]
+        if how == "add" and stored is not None:
+            kept = [Entry(e.memory_id, e.access, e.default and default is None)
+                    for e in stored.entries if e.memory_id not in chosen]
+            entries = [*kept, *fresh]
         else:
-            done = self.expect(principal, memory_id, "write", lambda: server.remember(principal, memory_id, "more"))
-        if done is not None:
-            self.latest[memory_id], withheld = done
-            if "read" not in self.model.privileges(principal, memory_id):
-                assert withheld  # a write-only caller is not answered content
+            entries = fresh
+        self._attach(principal, harness, entries)
 
-    @rule(principal=st.sampled_from(PEOPLE), memory_id=memories)
-    def forget(self, principal: str, memory_id: str) -> None:
-        """Forgetting needs write; the memory then gets a current record again, for revise to name."""
-        server = self.server
-        done = self.expect(principal, memory_id, "write", lambda: server.forget(
-            principal, memory_id, self.latest[memory_id]) or True)
-        if done is not None:
-            self.latest[memory_id] = server.remember(principal, memory_id, "again")[0]
+    def _attach(self, principal: str, harness: str, entries: list[Entry]) -> None:
+        model, itself = self.model, f"harness:{harness}"
+        stored = model.lists.get(harness)
+        before = {e.memory_id: e for e in (stored.entries if stored is not None else [])}
+        changed = [e for e in entries if before.get(e.memory_id) != e]
+        lacking = {e.memory_id: ACCESS_NEEDS[e.access] for e in changed
+                   if not ACCESS_NEEDS[e.access] <= model.granted(itself, e.memory_id)}
+        wanted: type[DomainError] | None = None
+        if any(not model.granted(principal, e.memory_id) for e in entries):
+            wanted = MemoryNotFound  # every memory it names, seen before anything else
+        elif stored is not None and not model.owns(principal, harness):
+            wanted = MemoryForbidden  # another's list
+        elif any("delete" not in model.privileges(principal, m) for m in lacking):
+            wanted = MemoryForbidden  # granting what the harness lacks takes delete
+        answer = self.check(wanted, lambda: self.server.attach(principal, harness, entries),
+                            principal, harness, entries, stored)
+        if wanted is not None:
+            return
+        assert answer == entries
+        owners = (() if principal == itself else (principal,)) if stored is None else stored.owners
+        model.lists[harness] = HarnessList(list(entries), owners)
+        for memory_id in dict.fromkeys(e.memory_id for e in entries):
+            if "delete" not in model.privileges(principal, memory_id):
+                continue  # nothing granted there (checked above); its grants are not the caller's to list
+            written = [g for g in self.server.grants(principal, memory_id)
+                       if g.principal == itself and g.memory_id == memory_id and g.id not in model.grants]
+            assert [g.privileges for g in written] == ([lacking[memory_id]] if memory_id in lacking else [])
+            for g in written:
+                model.grants[g.id] = (memory_id, itself, g.privileges)
+        for entry in entries:  # the harness at once writes where it is attached (or is refused, as narrowed)
+            self._remember(itself, entry.memory_id, "fact")
 
-    @rule(principal=st.sampled_from(PEOPLE), memory_id=memories)
-    def read(self, principal: str, memory_id: str) -> None:
-        """A recall and a record's history need read."""
+    def _may_own(self, principal: str, harness: str) -> bool:
+        return harness not in self.model.lists or self.model.owns(principal, harness)
+
+    @rule(harness=st.sampled_from(HARNESS_IDS), owners=st.lists(st.sampled_from(OWNERS), max_size=2, unique=True),
+          data=st.data())
+    def set_owners(self, harness: str, owners: list[str], data: st.DataObject) -> None:
+        principal = self.principal(data, lambda p: self._may_own(p, harness))
+        stored = self.model.lists.get(harness)
+        wanted: type[DomainError] | None = None
+        if f"harness:{harness}" in owners:
+            wanted = MemoryInvalid  # it always owns itself, and is never named
+        elif stored is not None and not self.model.owns(principal, harness):
+            wanted = MemoryForbidden
+        answer = self.check(wanted, lambda: self.server.set_owners(principal, harness, owners),
+                            principal, harness, owners, stored)
+        if wanted is None:
+            assert answer == owners
+            self.model.lists[harness] = HarnessList(stored.entries if stored is not None else [], tuple(owners))
+
+    @rule(harness=st.sampled_from(HARNESS_IDS), data=st.data())
+    def read_owners(self, harness: str, data: st.DataObject) -> None:
+        """The harness and its owners read who owns it; nobody reads the owners of a list that does not
+        exist, nor another's."""
+        principal = self.principal(data, lambda p: self.model.owns(p, harness))
+        stored = self.model.lists.get(harness)
+        wanted: type[DomainError] | None = None
+        if stored is None:
+            wanted = MemoriesNotAttached
+        elif not self.model.owns(principal, harness):
+            wanted = MemoryForbidden
+        owners = self.check(wanted, lambda: self.server.owners(principal, harness), principal, harness, stored)
+        if wanted is None and stored is not None:
+            assert sorted(owners) == sorted(stored.owners)
+
+    def check_list(self, principal: str, harness: str) -> None:
+        """The harness and its owners read the entries they can see and how many others there are; nobody
+        reads a list that does not exist or is empty, nor another's."""
+        stored = self.model.lists.get(harness)
+        wanted: type[DomainError] | None = None
+        if stored is None:
+            wanted = MemoriesNotAttached
+        elif not self.model.owns(principal, harness):
+            wanted = MemoryForbidden
+        elif not stored.entries:
+            wanted = MemoriesNotAttached
+        listed = self.check(wanted, lambda: self.server.attached(principal, harness), principal, harness, stored)
+        if wanted is None and stored is not None:
+            seen = [e for e in stored.entries if self.model.granted(principal, e.memory_id)]
+            entries, hidden = listed
+            assert sorted(entries, key=str) == sorted(seen, key=str), (principal, harness, entries, seen)
+            assert hidden == len(stored.entries) - len(seen), (principal, harness, hidden)
+
+    # -- records: writes, and what their answers show ------------------------------------------
+
+    @rule(type=st.sampled_from(["fact", TASK]), data=st.data())
+    def remember(self, type: str, data: st.DataObject) -> None:
+        self._remember(*self.acting(data, "write"), type)
+
+    def _remember(self, principal: str, memory_id: str, type: str) -> None:
+        n = self.number()
+        content = f"{type} {n}"
+        attributes: dict[str, Any] = {"title": f"task {n}", "status": "open"} if type == TASK else {"n": n}
         server = self.server
+        done = self.expect_write_tool(principal, memory_id, lambda: server.remember(
+            principal, memory_id, type, content, attributes))
+        if done is None:
+            return
+        record_id, shown = done
+        held = Held([record_id], type, content, attributes)
+        self.assert_shown(principal, memory_id, shown, held.whole(), held.whole())  # it sent all of it
+        (self.tasks if type == TASK else self.facts)[memory_id] = held
+
+    @precondition(lambda self: bool(self.facts))
+    @rule(data=st.data())
+    def revise(self, data: st.DataObject) -> None:
+        self._revise(*self.acting(data, "write", among=list(self.facts)))
+
+    def _revise(self, principal: str, memory_id: str) -> None:
+        held, content = self.facts[memory_id], f"revised {self.number()}"
+        server = self.server
+        done = self.expect_write_tool(principal, memory_id, lambda: server.revise(
+            principal, memory_id, held.current, content))
+        if done is None:
+            return
+        record_id, shown = done
+        held.versions.append(record_id)
+        held.content = content
+        # Only the content was sent: a caller without read is never told the type or the attributes.
+        self.assert_shown(principal, memory_id, shown, {"content": content}, held.whole())
+
+    @precondition(lambda self: bool(self.facts))
+    @rule(data=st.data())
+    def forget(self, data: st.DataObject) -> None:
+        self._forget(*self.acting(data, "write", among=list(self.facts)))
+
+    def _forget(self, principal: str, memory_id: str) -> None:
+        held = self.facts[memory_id]
+        server = self.server
+        shown = self.expect_write_tool(principal, memory_id, lambda: server.forget(principal, memory_id, held.current))
+        if shown is None:
+            return
+        self.assert_shown(principal, memory_id, shown, {}, held.whole())  # forget sends no field
+        del self.facts[memory_id]
+        self.forgotten += [(memory_id, v, "superseded") for v in held.versions[:-1]]
+        self.forgotten.append((memory_id, held.current, "forgotten"))
+
+    # -- type operations (§8) and named queries (§6.4) -----------------------------------------
+
+    @precondition(lambda self: bool(self.tasks))
+    @rule(operation=st.sampled_from(["complete", "blocked"]), data=st.data())
+    def operate(self, operation: str, data: st.DataObject) -> None:
+        """x.task's `complete` writes (a revise stating no field: a caller without read is shown none of
+        the record's); `blocked` reads. MCP offers memory_operate to readers too: the service decides."""
+        principal, memory_id = self.acting(data, "write" if operation == "complete" else "read", among=list(self.tasks))
+        self._operate(principal, memory_id, operation)
+
+    def _operate(self, principal: str, memory_id: str, operation: str) -> None:
+        needs = "write" if operation == "complete" else "read"
+        held, server = self.tasks[memory_id], self.server
+        answer = self.expect(principal, memory_id, needs, lambda: server.operate(
+            principal, memory_id, held.current, operation))
+        if answer is None:
+            return
+        if operation == "blocked":
+            assert answer.written is None
+            assert answer.results == []  # no task here depends on another
+            return
+        assert answer.written is not None
+        assert answer.results is None
+        record_id, shown = answer.written
+        held.versions.append(record_id)
+        held.attributes = {**held.attributes, "status": "done"}
+        self.assert_shown(principal, memory_id, shown, {}, held.whole())
+
+    @rule(name=st.sampled_from(QUERY_NAMES), requires=st.sampled_from(["read", "write"]), data=st.data())
+    def define_query(self, name: str, requires: str, data: st.DataObject) -> None:
+        self._define_query(*self.acting(data, "write"), name, requires)
+
+    def _define_query(self, principal: str, memory_id: str, name: str, requires: str) -> None:
+        done = self.expect(principal, memory_id, "write", lambda: self.server.define_query(
+            principal, memory_id, name, requires) or True)
+        if done is not None:
+            self.queries.setdefault(memory_id, {})[name] = requires
+
+    @rule(name=st.sampled_from(QUERY_NAMES), own_tool=st.booleans(), data=st.data())
+    def run_query(self, name: str, own_tool: bool, data: st.DataObject) -> None:
+        """Running needs read, then a query of that name, then what it requires. Over MCP a harness may
+        call the query's own tool, offered when a memory it starts from lists the query to it."""
+        principal, memory_id = self.acting(data, "read", among=list(self.queries) or None)
+        defined = list(self.queries.get(memory_id, {}))
+        if defined and data.draw(st.integers(0, 3), label="a defined one") > 0:
+            name = data.draw(st.sampled_from(defined), label="name")
+        self._run_query(principal, memory_id, name, own_tool)
+
+    def _run_query(self, principal: str, memory_id: str, name: str, own_tool: bool) -> None:
+        own_tool = own_tool and harness_of(principal) is not None
+        model, requires = self.model, self.queries.get(memory_id, {}).get(name)
+        wanted: type[DomainError] | None = None
+        if self.over_mcp and own_tool and not self._lists_query(principal, name):
+            wanted = QueryNotFound
+        else:
+            wanted = model.outcome(principal, memory_id, "read")
+            if wanted is None and requires is None:
+                wanted = QueryNotFound
+            elif wanted is None and requires is not None:
+                wanted = model.outcome(principal, memory_id, requires)
+        found = self.check(wanted, lambda: self.server.run_query(principal, memory_id, name, own_tool),
+                           principal, memory_id, name, requires, own_tool, model.privileges(principal, memory_id))
+        if found is not None:
+            assert set(found) <= {memory_id}  # a template says what to look for, never where
+
+    def _lists_query(self, principal: str, name: str) -> bool:
+        """Whether a memory the harness starts from (an entry it can see) lists the query to it: it reads
+        there and holds what the query requires."""
+        model = self.model
+        for entry in model.entries(harness_of(principal) or ""):
+            held = model.privileges(principal, entry.memory_id)
+            requires = self.queries.get(entry.memory_id, {}).get(name)
+            if "read" in held and requires in held:
+                return True
+        return False
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    @rule(data=st.data())
+    def read(self, data: st.DataObject) -> None:
+        """A recall, a record's history and getting a record need read; a current record is active."""
+        (principal, memory_id), server = self.acting(data, "read"), self.server
         self.expect(principal, memory_id, "read", lambda: server.recall(principal, memory_id, "seed"))
-        self.expect(principal, memory_id, "read", lambda: server.history(principal, memory_id, self.latest[memory_id]))
+        held = self.facts.get(memory_id) or self.tasks.get(memory_id)
+        if held is None:
+            return
+        self.expect(principal, memory_id, "read", lambda: server.history(principal, memory_id, held.current))
+        status = self.expect(principal, memory_id, "read", lambda: server.get_record(
+            principal, memory_id, held.current, "active"))
+        assert status in (None, "active")
+
+    @precondition(lambda self: bool(self.forgotten))
+    @rule(data=st.data())
+    def read_forgotten(self, data: st.DataObject) -> None:
+        """A record whose chain is forgotten leaves GET (any of its versions), unless include=all asks for
+        history, which answers the version as it is (forgotten, or superseded before)."""
+        memory_id, version, status = data.draw(st.sampled_from(self.forgotten), label="forgotten")
+        principal, server = self.holding(data, memory_id, "read"), self.server
+        wanted = self.model.outcome(principal, memory_id, "read")
+        self.check(wanted or RecordNotFound, lambda: server.get_record(principal, memory_id, version, "active"),
+                   principal, memory_id, version, "active")
+        found = self.check(wanted, lambda: server.get_record(principal, memory_id, version, "all"),
+                           principal, memory_id, version, "all")
+        assert found in (None, status)
 
     def teardown(self) -> None:
         self.server.close()
@@ -360,15 +861,18 @@ class AccessModel(RuleBasedStateMachine):
     @invariant()
     def every_answer_agrees_with_the_model(self) -> None:
         server = self.server
-        for principal in [*PEOPLE, *self.model.harnesses]:
+        for principal in PRINCIPALS:
             for memory_id in self.model.parent:
                 wanted = self.model.privileges(principal, memory_id)
+                seen = bool(self.model.granted(principal, memory_id))
                 got, held = outcome_of(lambda m=memory_id, p=principal: server.privileges(p, m))
-                assert (got is None) == bool(wanted), (principal, memory_id, wanted)
-                if held is not None:
-                    assert held == wanted, (principal, memory_id)
+                assert (got is None) == seen, (principal, memory_id, wanted)
+                if got is None:
+                    assert held == wanted, (principal, memory_id)  # a harness's narrowed set
                 self.expect(principal, memory_id, "read", lambda m=memory_id, p=principal: server.list_records(p, m))
                 self.expect(principal, memory_id, "delete", lambda m=memory_id, p=principal: server.grants(p, m))
+            for harness in HARNESS_IDS:
+                self.check_list(principal, harness)
 
 
 AccessModel.TestCase.settings = settings(
