@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from uhp_memories import bootstrap
 from uhp_memories.api import inputs, json_limits, presenters, schemas
-from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
+from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond, respond_as_shown
 from uhp_memories.api.errors import JSON
 
 app = make_resolver()
@@ -82,8 +82,7 @@ WRITTEN_SHAPE: dict[int, Any] = {
 
 
 def _written(view: Any) -> Response:
-    body = json.dumps(presenters.written_record(view), separators=(",", ":"))
-    return Response(status_code=200, content_type=JSON, body=body)
+    return respond_as_shown(presenters.written_record(view))
 
 
 @app.patch(

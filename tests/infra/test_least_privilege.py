@@ -182,11 +182,12 @@ class RecordingDomain(BaseHTTPRequestHandler):
         elif path == "/_msearch":
             # A header line ({"index": ...}) before each search.
             searches = sum(set(json.loads(line)) == {"index"} for line in body.splitlines() if line.strip())
-            answer = {"responses": [{"hits": {"hits": []}} for _ in range(searches)]}
+            empty = {"hits": {"total": {"value": 0, "relation": "eq"}, "hits": []}}
+            answer = {"responses": [empty for _ in range(searches)]}
         elif path == "/_bulk":
             answer = {"errors": False, "items": []}
         elif path.endswith("/_search"):
-            answer = {"hits": {"hits": []}, "timed_out": False}
+            answer = {"hits": {"total": {"value": 0, "relation": "eq"}, "hits": []}, "timed_out": False}
         elif "/_doc/" in path:
             answer = {"found": False}
         data = json.dumps(answer).encode()

@@ -161,6 +161,13 @@ def respond(model: BaseModel | dict[str, Any], status: int = 200) -> Response:
     return Response(status_code=status, content_type=JSON, body=model)
 
 
+def respond_as_shown(shown: dict[str, Any], status: int = 200) -> Response:
+    """An answer whose shape depends on what the caller may read (a write-only caller is answered what it
+    sent and the server's stamps, schemas.RecordWritten): sent as the presenter built it, because the
+    route's declared model would refill what was withheld with nulls or refuse it as a 422."""
+    return Response(status_code=status, content_type=JSON, body=json.dumps(shown, separators=(",", ":")))
+
+
 class _ServerFailure(Exception):
     """Carries an answer out of the idempotent call, so Powertools does not keep it: a 5xx (a retry
     with the same key must run again, not replay a failure), or a refusal of another body under a key

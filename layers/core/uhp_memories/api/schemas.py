@@ -581,7 +581,7 @@ class OperationResultOut(BaseModel):
 
     object: Literal["memory.operation"] = "memory.operation"
     operation: str
-    record: RecordOut | None = None
+    record: RecordOut | RecordWritten | None = None  # RecordWritten: a write-only caller (presenters.operation)
     results: list[RecallResultOut] | None = None
     parent: MemorySummaryOut | None = None
     children: list[MemorySummaryOut] | None = None
