@@ -1,11 +1,12 @@
 """The authorization state machine of tests/unit/test_access_model.py, through real HTTP: the local
 gateway, the authorizer, the deployed handlers and DynamoDB on moto. Each principal (people and
 harnesses) calls with an API key of its own (its groups on the key, as the admin CLI makes them), each
-example in a tenant of its own; a refusal is read from the answer's status and error code, so the
-statuses of §12 (404 for a memory the caller cannot see or a harness with nothing attached, 403 for one
-it sees without the privilege or another's harness list, 422 for an invalid move or owner) are checked
-against the same reference model as the services are, and what each write answers a caller is checked
-against what it may read.
+example in a tenant of its own, the tree mixing memories kept by the server and by mem0 (the session's
+stage is connected to mem0 OSS in process: tests/conftest.py); a refusal is read from the answer's
+status and error code, so the statuses of §12 (404 for a memory the caller cannot see or a harness with
+nothing attached, 403 for one it sees without the privilege or another's harness list, 422 for an
+invalid move or owner, or for what mem0 does not implement) are checked against the same reference
+model as the services are, and what each write answers a caller is checked against what it may read.
 
 Two doors: REST alone, and MCP for what an agent does (the official SDK's client over real HTTP to
 POST /mcp: remember, revise, forget, recall, get, operate, run a named query, by its tool or by
@@ -34,6 +35,7 @@ from uhp_memories.domain.errors import (
     MemoryForbidden,
     MemoryInvalid,
     MemoryNotFound,
+    MemoryUnsupported,
     RecordNotFound,
 )
 from uhp_memories.domain.fence import unwrap
@@ -49,9 +51,10 @@ REFUSALS: dict[str, type[DomainError]] = {
     "memories_not_attached": MemoriesNotAttached,
     "memory_record_not_found": RecordNotFound,
     "memory_query_not_found": QueryNotFound,
+    "memory_unsupported": MemoryUnsupported,
 }
 STATUS = {MemoryNotFound: 404, MemoryForbidden: 403, MemoryInvalid: 422, MemoriesNotAttached: 404,
-          RecordNotFound: 404, QueryNotFound: 404}
+          RecordNotFound: 404, QueryNotFound: 404, MemoryUnsupported: 422}
 RECORD_FIELDS = ("content", "type", "attributes")
 
 
@@ -98,8 +101,10 @@ class HttpDriver:
         assert answer.status_code == STATUS[type(refused)], (method, path, answer.status_code, error)
         raise refused
 
-    def create_memory(self, principal: str, parent: str | None, restricted: bool) -> str:
+    def create_memory(self, principal: str, parent: str | None, restricted: bool, provider: str | None) -> str:
         body = {"name": "root" if parent is None else "child", "parent_id": parent, "restricted": restricted}
+        if provider is not None:
+            body["provider"] = provider
         return str(self.call(principal, "POST", "/v1/memories", body)["id"])
 
     def update_memory(self, principal: str, memory_id: str, changes: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ from uhp_memories.domain.harnesses import HarnessList
 from uhp_memories.domain.memories import MemoryService
 from uhp_memories.domain.models import Attachment, Caller
 from uhp_memories.domain.observing import ObserveService
+from uhp_memories.domain.providers import NATIVE_ONLY, Providers
 from uhp_memories.domain.records import RecordService
 from uhp_memories.domain.removal import RemovalService, Retention
 
@@ -67,7 +68,7 @@ def attach(world: World, harness: Caller, memory_id: str, access: str = "write")
     lists.lists[(harness.tenant, harness.harness_id)] = HarnessList([*entries, Attachment(memory_id, access)], ())
 
 
-def make_world() -> World:
+def make_world(providers: Providers = NATIVE_ONLY) -> World:
     memory_repo = InMemoryMemoryRepository()
     clock = FakeClock()
     ports = Ports(
@@ -76,6 +77,7 @@ def make_world() -> World:
         clock=clock,
         ids=SequentialIds(),
         attachments=InMemoryAttachmentRepository(memory_repo),
+        providers=providers,
     )
     memories = MemoryService(ports)
     return World(ports, clock, memories, GrantService(ports), RecordService(ports, memories))

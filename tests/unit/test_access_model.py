@@ -24,7 +24,13 @@ the spec and docs/decisions.md, not from domain/access.py or domain/harnesses.py
 - what a write answers a caller without read: what it sent and the server's stamps, never the record's
   other fields (a type operation sent none); a reader is answered the whole record ("Hostile input and
   write-only callers");
-- a forgotten record leaves `GET record` unless `include=all` asks for history.
+- a forgotten record leaves `GET record` unless `include=all` asks for history;
+- the tree mixes providers (§10): a memory is kept by the provider it names at creation (`native` or
+  `mem0`, real mem0 OSS in process), or its parent's when it names none; the tree, the grants, the
+  cutoff and unseen-is-404 are the server's and the same for both; what mem0 does not implement (an
+  extension type such as x.task, named queries) is memory_unsupported, and only after the access
+  check (a caller that may not see the memory is still told not found, one without the privilege
+  forbidden).
 
 The model drives the server through a `Driver`: here the services over the in-memory fakes
 (tests/unit/conftest.py), so thousands of steps take seconds; tests/integration/test_access_model_http.py
@@ -34,7 +40,9 @@ MCP adds before a tool runs), fewer steps."""
 
 from __future__ import annotations
 
+import functools
 import itertools
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -52,15 +60,19 @@ from uhp_memories.domain.errors import (
     MemoryForbidden,
     MemoryInvalid,
     MemoryNotFound,
+    MemoryUnsupported,
     RecordNotFound,
 )
 from uhp_memories.domain.harnesses import Attachment, HarnessService
 from uhp_memories.domain.models import Caller
 from uhp_memories.domain.operations import OperationService
+from uhp_memories.domain.providers import Providers
 from uhp_memories.domain.queries import QueryNotFound, QueryService
 from uhp_memories.domain.recall import AbstainPolicy, RecallAnswer, RecallInput, RecallService
 from uhp_memories.domain.records import RecordInput, RecordService, RecordView
+from uhp_memories.domain.timefmt import format_ms
 from uhp_memories.domain.types import TypeService
+from uhp_memories.providers.mem0 import Mem0Provider, Mem0Settings, connect
 from uhp_memories.search.embedded import EmbeddedSearchIndex
 from uhp_memories.search.engine import RecallEngine
 from uhp_memories.search.hashing import HashingEmbedder
@@ -82,6 +94,7 @@ PRIVILEGE_SETS = st.one_of(
 ACCESS_NEEDS = {"read": frozenset({"read"}), "write": frozenset({"read", "write"})}
 TASK = "x.task"
 QUERY_NAMES = ("q1", "q2")
+NATIVE, MEM0 = "native", "mem0"  # the providers a memory may name (§10); None: its parent's
 EMPTY: frozenset[str] = frozenset()
 
 # What a record answer shows of the fields beyond the server's stamps that the machine writes.
@@ -115,6 +128,7 @@ class Reference:
 
     parent: dict[str, str | None] = field(default_factory=dict)  # in creation order
     restricted: dict[str, bool] = field(default_factory=dict)
+    provider: dict[str, str] = field(default_factory=dict)  # who keeps each memory's records
     grants: dict[str, tuple[str, str, frozenset[str]]] = field(default_factory=dict)  # id -> (memory, who, privs)
     lists: dict[str, HarnessList] = field(default_factory=dict)  # harness id -> its list, once written
 
@@ -181,6 +195,11 @@ class Reference:
             return None
         return MemoryForbidden if starting else MemoriesNotAttached
 
+    def unsupported(self, memory_id: str, native_only: bool) -> type[DomainError] | None:
+        """What the memory's provider refuses once the access check passed: what only the native
+        provider implements is memory_unsupported elsewhere (§12)."""
+        return MemoryUnsupported if native_only and self.provider[memory_id] != NATIVE else None
+
     def under(self, memory_id: str) -> set[str]:
         """The memory and its descendants."""
         found = {memory_id}
@@ -215,7 +234,7 @@ class Driver(Protocol):
     # tool runs (write tools a harness is not offered, a named query's own tool).
     door: str
 
-    def create_memory(self, principal: str, parent: str | None, restricted: bool) -> str: ...
+    def create_memory(self, principal: str, parent: str | None, restricted: bool, provider: str | None) -> str: ...
     def update_memory(self, principal: str, memory_id: str, changes: dict[str, Any]) -> None: ...
     def privileges(self, principal: str, memory_id: str) -> frozenset[str]: ...
     def grant(self, principal: str, memory_id: str, grantee: str, privileges: frozenset[str]) -> str: ...
@@ -263,17 +282,27 @@ def memories_of(answer: RecallAnswer) -> list[str]:
     return [r.record.record.memory_id for r in answer.results]
 
 
+@functools.cache
+def shared_mem0() -> Mem0Provider:
+    """Real mem0 OSS in this process (its vector store and history in a folder of its own), with the
+    machine's embedder: one for every example, as a stage has one (mem0 keeps each memory under its own
+    id, and every example's memories are new)."""
+    embedder = HashingEmbedder(64)
+    return connect(Mem0Settings(mode="oss"), embedder=embedder, dimensions=embedder.dimensions,
+                   now=lambda: format_ms(int(time.time() * 1000)))
+
+
 class ServiceDriver:
     """The services over the in-memory fakes, wired as bootstrap.build wires them."""
 
     door = "service"
 
     def __init__(self) -> None:
-        self.world = make_world()
+        self.world = make_world(Providers({MEM0: shared_mem0()}))
         ports = self.world.ports
         repo = ports.memories
         assert isinstance(repo, InMemoryMemoryRepository)
-        self.harnesses = HarnessService(ports, ports.attachments)  # type: ignore[arg-type]  # the lists the rule reads
+        self.harnesses = HarnessService(ports, ports.attachments, ports.providers)  # type: ignore[arg-type]
         embedder = HashingEmbedder(64)
         self.index = EmbeddedSearchIndex(":memory:", model_id=embedder.model_id, dimensions=embedder.dimensions)
         engine = RecallEngine(self.index, embedder)
@@ -285,9 +314,10 @@ class ServiceDriver:
             ports, InMemoryQueryRepository(repo), self.recalls, self.world.memories, self.records, lambda: None
         )
 
-    def create_memory(self, principal: str, parent: str | None, restricted: bool) -> str:
+    def create_memory(self, principal: str, parent: str | None, restricted: bool, provider: str | None) -> str:
         name = "root" if parent is None else "child"
-        return self.world.memories.create(who(principal), name=name, parent_id=parent, restricted=restricted).memory.id
+        return self.world.memories.create(who(principal), name=name, parent_id=parent, restricted=restricted,
+                                          provider=provider).memory.id
 
     def update_memory(self, principal: str, memory_id: str, changes: dict[str, Any]) -> None:
         self.world.memories.update(who(principal), memory_id, changes)
@@ -410,16 +440,20 @@ class AccessModel(RuleBasedStateMachine):
         assert got is wanted, f"got {got} ({answer if got else 'answered'}), wanted {wanted}: {about}"
         return answer if got is None else None
 
-    def expect(self, principal: str, memory_id: str, needs: str | None, call: Callable[[], Any]) -> Any:
-        wanted = self.model.outcome(principal, memory_id, needs)
+    def expect(self, principal: str, memory_id: str, needs: str | None, call: Callable[[], Any],
+               native_only: bool = False) -> Any:
+        """`native_only`: what only the native provider implements (memory_unsupported elsewhere, once the
+        access check passed)."""
+        wanted = self.model.outcome(principal, memory_id, needs) or self.model.unsupported(memory_id, native_only)
         return self.check(wanted, call, principal, memory_id, needs, self.model.granted(principal, memory_id),
                           self.model.privileges(principal, memory_id))
 
-    def expect_write_tool(self, principal: str, memory_id: str, call: Callable[[], Any]) -> Any:
+    def expect_write_tool(self, principal: str, memory_id: str, call: Callable[[], Any],
+                          native_only: bool = False) -> Any:
         """A record write (remember, revise, forget): over MCP a write tool first, then the service."""
         wanted = self.model.write_tools_refusal(principal) if self.over_mcp else None
         if wanted is None:
-            return self.expect(principal, memory_id, "write", call)
+            return self.expect(principal, memory_id, "write", call, native_only)
         entries = self.model.entries(harness_of(principal) or "")
         return self.check(wanted, call, principal, memory_id, "no write tool", entries)
 
@@ -485,16 +519,35 @@ class AccessModel(RuleBasedStateMachine):
         self._run_query(f"harness:{HARNESS_IDS[0]}", memory_id, QUERY_NAMES[0], own_tool=True)
         return memory_id
 
-    @rule(target=memories, principal=st.sampled_from(PRINCIPALS), restricted=st.booleans())
-    def create_root(self, principal: str, restricted: bool) -> str:
-        return self._root(principal, restricted)
+    @initialize(target=memories, principal=st.sampled_from(PEOPLE))
+    def mem0_root(self, principal: str) -> str:
+        """A person's memory kept by mem0, shared write-only with a group, so that every example (on every
+        door) has a mem0 memory where a caller writes what it cannot read."""
+        memory_id = self._root(principal, False, MEM0)
+        write_only = frozenset({"write"})
+        self.model.grants[self.server.grant(principal, memory_id, "group:sales", write_only)] = (
+            memory_id, "group:sales", write_only)
+        writer = "user:ben" if principal != "user:ben" else "user:cat"
+        self._revise(writer, memory_id)
+        self._forget(writer, memory_id)
+        self._define_query(principal, memory_id, QUERY_NAMES[1], "read")  # mem0 keeps no named queries
+        return memory_id
 
-    def _root(self, principal: str, restricted: bool) -> str:
-        return self._created(principal, self.server.create_memory(principal, None, restricted), None, restricted)
+    @rule(target=memories, principal=st.sampled_from(PRINCIPALS), restricted=st.booleans(),
+          provider=st.sampled_from([NATIVE, MEM0]))
+    def create_root(self, principal: str, restricted: bool, provider: str) -> str:
+        return self._root(principal, restricted, provider)
 
-    def _created(self, principal: str, memory_id: str, parent: str | None, restricted: bool) -> str:
+    def _root(self, principal: str, restricted: bool, provider: str = NATIVE) -> str:
+        made = self.server.create_memory(principal, None, restricted, provider)
+        return self._created(principal, made, None, restricted, provider)
+
+    def _created(self, principal: str, memory_id: str, parent: str | None, restricted: bool,
+                 provider: str | None) -> str:
         self.model.parent[memory_id] = parent
         self.model.restricted[memory_id] = restricted
+        # §2: the provider named at creation, else the parent's.
+        self.model.provider[memory_id] = provider or self.model.provider[parent or ""]
         implicit = [g for g in self.server.grants(principal, memory_id) if g.memory_id == memory_id]
         assert [(g.principal, g.privileges) for g in implicit] == [(principal, ALL)]
         self.model.grants[implicit[0].id] = (memory_id, principal, ALL)
@@ -504,13 +557,15 @@ class AccessModel(RuleBasedStateMachine):
         return memory_id
 
     @precondition(lambda self: len(self.model.parent) < 12)
-    @rule(target=memories, parent=memories, restricted=st.booleans(), data=st.data())
-    def create_child(self, parent: str, restricted: bool, data: st.DataObject) -> str:
+    @rule(target=memories, parent=memories, restricted=st.booleans(),
+          provider=st.sampled_from([None, None, NATIVE, MEM0]), data=st.data())
+    def create_child(self, parent: str, restricted: bool, provider: str | None, data: st.DataObject) -> str:
         server, principal = self.server, self.holding(data, parent, "create")
-        made = self.expect(principal, parent, "create", lambda: server.create_memory(principal, parent, restricted))
+        made = self.expect(principal, parent, "create", lambda: server.create_memory(
+            principal, parent, restricted, provider))
         if made is None:
             return parent  # refused: the bundle gets an existing memory again
-        return self._created(principal, made, parent, restricted)
+        return self._created(principal, made, parent, restricted, provider)
 
     @rule(memory_id=memories, restricted=st.booleans(), data=st.data())
     def set_restricted(self, memory_id: str, restricted: bool, data: st.DataObject) -> None:
@@ -706,7 +761,7 @@ class AccessModel(RuleBasedStateMachine):
         attributes: dict[str, Any] = {"title": f"task {n}", "status": "open"} if type == TASK else {"n": n}
         server = self.server
         done = self.expect_write_tool(principal, memory_id, lambda: server.remember(
-            principal, memory_id, type, content, attributes))
+            principal, memory_id, type, content, attributes), native_only=type == TASK)
         if done is None:
             return
         record_id, shown = done
@@ -745,7 +800,8 @@ class AccessModel(RuleBasedStateMachine):
             return
         self.assert_shown(principal, memory_id, shown, {}, held.whole())  # forget sends no field
         del self.facts[memory_id]
-        self.forgotten += [(memory_id, v, "superseded") for v in held.versions[:-1]]
+        # A native revise appends a version of its own id; mem0 revises in place (one id, its last status).
+        self.forgotten += [(memory_id, v, "superseded") for v in held.versions[:-1] if v != held.current]
         self.forgotten.append((memory_id, held.current, "forgotten"))
 
     # -- type operations (§8) and named queries (§6.4) -----------------------------------------
@@ -782,7 +838,7 @@ class AccessModel(RuleBasedStateMachine):
 
     def _define_query(self, principal: str, memory_id: str, name: str, requires: str) -> None:
         done = self.expect(principal, memory_id, "write", lambda: self.server.define_query(
-            principal, memory_id, name, requires) or True)
+            principal, memory_id, name, requires) or True, native_only=True)
         if done is not None:
             self.queries.setdefault(memory_id, {})[name] = requires
 
@@ -803,7 +859,7 @@ class AccessModel(RuleBasedStateMachine):
         if self.over_mcp and own_tool and not self._lists_query(principal, name):
             wanted = QueryNotFound
         else:
-            wanted = model.outcome(principal, memory_id, "read")
+            wanted = model.outcome(principal, memory_id, "read") or model.unsupported(memory_id, True)
             if wanted is None and requires is None:
                 wanted = QueryNotFound
             elif wanted is None and requires is not None:
