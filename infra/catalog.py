@@ -19,6 +19,9 @@ route on the local stage, records every call and holds each role to it, both way
   (uhp_memories.api.app make_handler). A read by POST (recall, grep, a query's run, MCP's reads) is
   never kept, so the functions that only read, by GET or by POST, get no idempotency table.
 - A workflow that only a deriving stage runs (derive) is started only where the stage derives.
+- mem0 (`mem0`), on a stage that connects it: `connect` where the function reaches the records of a memory
+  mem0 keeps, `declare` where it only names the providers the stage offers; tests/infra/test_mem0_reach.py
+  serves every memory route on mem0 memories and holds each entry to who asked the provider what.
 """
 
 from __future__ import annotations
@@ -58,6 +61,13 @@ class Access:
     # (bedrock:InvokeModel on that model only, or its endpoint's key secret).
     derivation: Literal["", "declare", "call"] = ""
     schedules: bool = False  # sets and clears memories' consolidation schedules (EventBridge Scheduler, its group)
+    # The stage's mem0 provider (infra/config.py Mem0Config), when it connects one: "declare" only says which
+    # providers the stage offers (creating a memory in one, the capability documents, the outside-provider
+    # notice), from the settings alone; "connect" reaches the records of memories mem0 keeps (mem0's library,
+    # its Platform key's secret). A function that reaches a memory only to refuse it because of its provider
+    # (require_native: files, snapshots, named and free queries, operations, consolidation, prime pins) needs
+    # neither: the memory's `provider` field says it.
+    mem0: Literal["", "declare", "connect"] = ""
 
 
 @dataclass(frozen=True)
@@ -85,29 +95,32 @@ API = Access(main_table="write", idempotency_table=True)
 # embed (new record text, a recall query) invoke the model.
 FUNCTION_ACCESS: Mapping[str, Access] = {
     AUTHORIZER: Access(keys_table=True),
-    "discovery": Access(derivation="declare"),  # answers from code and the stage's settings alone
-    # Delete hides the subtree and starts the delete workflow, whose purge step drops the documents.
-    "memories": Access(main_table="write", idempotency_table=True, start_workflows=("delete",)),
+    "discovery": Access(derivation="declare", mem0="declare"),  # answers from code and the stage's settings alone
+    # Delete hides the subtree and starts the delete workflow, whose purge step drops the documents. A memory
+    # is created in a provider the stage is connected to.
+    "memories": Access(main_table="write", idempotency_table=True, start_workflows=("delete",), mem0="declare"),
     "grants": API,
     # Remember, revise and forget index after the commit. A record naming a file copies the upload
     # under the record, then deletes every version of the upload.
     "records": Access(
-        main_table="write", idempotency_table=True, files=True, files_purge=True, search="write", embeddings=True
+        main_table="write", idempotency_table=True, files=True, files_purge=True, search="write", embeddings=True,
+        mem0="connect",
     ),
     "snapshots": API,
     # File memory's reads: the path items, the journal, grep (a read by POST: never kept).
     "tree": Access(main_table="read"),
     # Embeds the query, searches the memory and its descendants, reads the hits back: writes nothing.
-    "recall": Access(main_table="read", search="read", embeddings=True),
+    "recall": Access(main_table="read", search="read", embeddings=True, mem0="connect"),
     # Defines named queries (PUT writes the main table); a run is a recall; a free query searches the index.
     "queries": Access(main_table="write", idempotency_table=True, search="read", embeddings=True),
     # Indexes the episodes after the commit; starts the derivation that follows, when the stage derives.
     "observe": Access(
         main_table="write", idempotency_table=True, search="write", embeddings=True, start_workflows=("derive",),
-        derivation="declare",
+        derivation="declare", mem0="connect",
     ),
     "jobs": Access(main_table="read"),  # GET only: no idempotency
-    "erase": Access(main_table="write", idempotency_table=True, start_workflows=("erase",)),
+    # An erase in a memory another provider keeps runs within the request (the provider removes what it keeps).
+    "erase": Access(main_table="write", idempotency_table=True, start_workflows=("erase",), mem0="connect"),
     "files": Access(main_table="write", idempotency_table=True, files=True),
     # A write operation revises (and indexes); a read one may run a recall template.
     "operations": Access(main_table="write", idempotency_table=True, search="write", embeddings=True),
@@ -118,15 +131,16 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
         main_table="write", idempotency_table=True, start_workflows=("consolidate",), schedules=True
     ),
     # A turn observes: its episodes are indexed after the commit (embedded first), and start a derivation
-    # where the stage derives.
+    # where the stage derives; a turn into a memory mem0 keeps goes to mem0. Attaching a memory tells whether
+    # its provider runs outside the server.
     "harnesses": Access(
         main_table="write", idempotency_table=True, search="write", embeddings=True, start_workflows=("derive",),
-        derivation="declare",
+        derivation="declare", mem0="connect",
     ),
     # MCP (§9.1): its tools run the services records, recall and queries run (remember indexes after the
     # commit), never with a file (the tools take no file fields), and start no workflow: erase and
     # memory delete are never tools.
-    "mcp": Access(main_table="write", idempotency_table=True, search="write", embeddings=True),
+    "mcp": Access(main_table="write", idempotency_table=True, search="write", embeddings=True, mem0="connect"),
     # Workflow steps (functions/steps/handler.py): each its own Lambda and role.
     "steps.resolve_erase_targets": Access(main_table="read"),  # reads the chains and what was derived from them
     "steps.erase_from_index": Access(search="write"),  # deletes documents by id: no embedding
@@ -136,8 +150,8 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
     "steps.erase_records": Access(main_table="write", search="write", files_purge=True),
     "steps.finish_erase": Access(main_table="write", erase_report=True),  # builds the report (Retention)
     "steps.record_failure": Access(main_table="write"),  # reports every target as not yet erased
-    # Drops each memory's documents and files.
-    "steps.purge_subtree": Access(main_table="write", files_purge=True, search="write"),
+    # Drops each memory's documents and files, and what mem0 keeps of a memory it keeps.
+    "steps.purge_subtree": Access(main_table="write", files_purge=True, search="write", mem0="connect"),
     "steps.finish_delete": Access(main_table="write"),
     # Reads what changed and asks the index for each record's neighbours (embedding a record the index
     # does not hold yet); closes and appends versions in DynamoDB and indexes them after the commit; where

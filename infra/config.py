@@ -8,6 +8,7 @@ report says about backups is true of the deployed stage.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -186,6 +187,86 @@ class DerivationConfig(_Strict):
         return environment
 
 
+# A Secrets Manager secret: its complete ARN (with the six characters Secrets Manager appends to the name), or
+# its name in the stage's own account and region.
+SECRET_ARN_PATTERN = r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$"
+SECRET_NAME_PATTERN = r"^[A-Za-z0-9/_+=.@-]{1,512}$"
+KMS_KEY_ARN_PATTERN = r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$"
+
+
+class Mem0Config(_Strict):
+    """The mem0 provider beside the native one (§10; uhp_memories/providers/mem0.py), when the stage connects
+    it: a memory created with `"provider": "mem0"` keeps its records there. Only the functions that reach such
+    records (infra/catalog.py `mem0="connect"`) get mem0's library and its credential."""
+
+    mode: Literal["none", "platform", "oss"] = Field(
+        default="none",
+        description="none: only the native provider; platform: mem0's hosted service (mem0.MemoryClient) with "
+        "the key in `api_key_secret`; oss: not deployable yet (see the validator)",
+    )
+    api_key_secret: str | None = Field(
+        default=None, max_length=2048,
+        description="platform: the existing Secrets Manager secret holding the Platform API key (its plain "
+        "SecretString), by name (this account and region) or by complete ARN",
+    )
+    api_key_kms_key_arn: str | None = Field(
+        default=None, pattern=KMS_KEY_ARN_PATTERN,
+        description="platform: the customer managed KMS key the secret is encrypted with, if not AWS managed "
+        "(the connecting functions may decrypt with it, through Secrets Manager only)",
+    )
+    host: str | None = Field(
+        default=None, pattern=r"^https://[^\s/]+(/[^\s]*)?$", max_length=500,
+        description="platform: the Platform API's base URL (none: mem0's own, https://api.mem0.ai)",
+    )
+
+    @model_validator(mode="after")
+    def _complete(self) -> Mem0Config:
+        if self.mode == "oss":
+            # docs/decisions.md "The mem0 provider": mem0.Memory keeps every text of a record in a SQLite
+            # history file; on Lambda that file would live on one instance's /tmp and die with it, so history
+            # and erase would not be what the provider's capability document declares.
+            raise ValueError(
+                "mem0.mode oss is not supported on a deployed stage yet: mem0 OSS keeps its history in a SQLite "
+                "file, which no Lambda keeps (each instance has its own /tmp, gone with it). Use mode platform, "
+                "or mem0 OSS locally (uhp-memories serve --mem0 oss)"
+            )
+        if self.mode == "none":
+            if self.api_key_secret or self.api_key_kms_key_arn or self.host:
+                raise ValueError("mem0.mode none takes no api_key_secret, api_key_kms_key_arn or host")
+            return self
+        if not self.api_key_secret:
+            raise ValueError("mem0.mode platform needs api_key_secret: the Secrets Manager secret holding the key")
+        if not (re.match(SECRET_ARN_PATTERN, self.api_key_secret) or re.match(SECRET_NAME_PATTERN,
+                                                                                self.api_key_secret)):
+            raise ValueError(
+                "mem0.api_key_secret is a secret's name, or its complete ARN as create-secret printed it "
+                "(ending in -xxxxxx)"
+            )
+        return self
+
+    @property
+    def connects(self) -> bool:
+        return self.mode != "none"
+
+    @property
+    def secret_is_arn(self) -> bool:
+        return bool(self.api_key_secret and self.api_key_secret.startswith("arn:"))
+
+    def declared_environment(self) -> dict[str, str]:
+        """What a function that only needs to know which providers the stage offers reads (the mode names
+        the provider and its capability document)."""
+        return {"UHP_MEM0": self.mode} if self.connects else {}
+
+    def connect_environment(self) -> dict[str, str]:
+        """What a function that reaches mem0's records reads (uhp_memories.settings, bootstrap.build_providers)."""
+        if not self.connects:
+            return {}
+        environment = {**self.declared_environment(), "UHP_MEM0_API_KEY_SECRET": str(self.api_key_secret)}
+        if self.host:
+            environment["UHP_MEM0_HOST"] = self.host
+        return environment
+
+
 class ApiConfig(_Strict):
     """API Gateway: stage-wide limits, and the defaults of each tenant's usage plan."""
 
@@ -248,6 +329,7 @@ class StageConfig(_Strict):
     embeddings: EmbeddingsConfig = EmbeddingsConfig()
     derivation: DerivationConfig = DerivationConfig()
     encryption: EncryptionConfig = EncryptionConfig()
+    mem0: Mem0Config = Mem0Config()
 
     @field_validator("log_retention_days")
     @classmethod

@@ -38,6 +38,12 @@ class Layout:
         """The dependencies layer's packages, pinned and hashed (infra/layer_lock.py makes it)."""
         return self.root / "infra" / "layer-requirements.txt"
 
+    @property
+    def mem0_layer_lock(self) -> Path:
+        """The dependencies layer of the functions that reach mem0's records, on a stage that connects mem0:
+        the runtime dependencies and mem0's library, pinned and hashed (infra/layer_lock.py makes it)."""
+        return self.root / "infra" / "mem0-layer-requirements.txt"
+
     def function_packages(self) -> tuple[str, ...]:
         """Every package under functions/ with a handler.py: API functions, the authorizer, workers."""
         return tuple(
@@ -49,6 +55,11 @@ class Layout:
         deployed function may import besides the standard library and the core package."""
         data = tomllib.loads(self.pyproject.read_text())
         return tuple(data["project"]["dependencies"])
+
+    def mem0_requirements(self) -> tuple[str, ...]:
+        """pyproject's `mem0` extra (mem0ai, pinned): what the mem0 layer adds to the runtime dependencies."""
+        data = tomllib.loads(self.pyproject.read_text())
+        return tuple(data["project"]["optional-dependencies"]["mem0"])
 
 
 REPO = Layout(Path(__file__).resolve().parents[1])

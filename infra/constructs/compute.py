@@ -24,6 +24,7 @@ from infra.constructs.functions import (
     MAIN_TABLE_READ_ACTIONS,
     ServiceFunction,
 )
+from infra.constructs.mem0 import Mem0
 from infra.constructs.packaging import Packaging
 from infra.constructs.search import Search
 from infra.constructs.workflows import Workflows
@@ -64,6 +65,7 @@ class ServiceFunctions(Construct):
         search: Search | None,
         embeddings: Embeddings,
         derivation: Derivation,
+        mem0: Mem0,
         catalog: Mapping[str, Access],
         key: StageKey | None = None,
     ) -> None:
@@ -74,6 +76,7 @@ class ServiceFunctions(Construct):
         self._search = search
         self._embeddings = embeddings
         self._derivation = derivation
+        self._mem0 = mem0
         self.entries: dict[str, LambdaEntry] = {entry.name: entry for entry in lambda_entries(layout)}
         self.access: dict[str, Access] = {name: access_of(name, catalog) for name in self.entries}
         self.functions: dict[str, ServiceFunction] = {}
@@ -106,6 +109,7 @@ class ServiceFunctions(Construct):
             timeout=TIMEOUTS[entry.kind],
             environment=self._environment(access),
             description=f"uhp-memories {self._config.name}: {kind}",
+            mem0=access.mem0 == "connect" and self._mem0.connects,
         )
         self._grant(function, access)
         return function
@@ -134,6 +138,10 @@ class ServiceFunctions(Construct):
             env.update(self._derivation.declared_environment())
         elif access.derivation == "call":
             env.update(self._derivation.call_environment())
+        if access.mem0 == "declare":
+            env.update(self._mem0.declared_environment())
+        elif access.mem0 == "connect":
+            env.update(self._mem0.connect_environment())
         if self._search is not None and access.erase_report:
             # The report names the domain's segments as keeping deleted documents until a merge.
             env["UHP_SEARCH_ENDPOINT"] = self._search.url
@@ -152,20 +160,11 @@ class ServiceFunctions(Construct):
             function.allow_table(data.idempotency_table, IDEMPOTENCY_TABLE_ACTIONS)
         if access.idempotency_purge:
             function.allow_table(data.idempotency_table, IDEMPOTENCY_PURGE_ACTIONS)
-        if access.files:
-            function.allow(FILES_OBJECT_ACTIONS, [data.files_bucket.arn_for_objects("*")])
-        if access.files_purge:
-            function.allow(FILES_PURGE_OBJECT_ACTIONS, [data.files_bucket.arn_for_objects("*")])
-            function.allow(FILES_PURGE_BUCKET_ACTIONS, [data.files_bucket.bucket_arn])
-        if access.files or access.files_purge:
-            acknowledge(
-                function.role,
-                f"AwsSolutions-IAM5[Resource::<{_logical_id(data.files_bucket)}.Arn>/*]",
-                "Objects are keyed by tenant, memory and file id at run time; the role reaches the objects "
-                "of this one bucket only.",
-            )
+        self._grant_files(function, access)
         if access.derivation == "call" and self._derivation.derives:
             self._derivation.grant_call(function)
+        if access.mem0 == "connect":
+            self._mem0.grant_connect(function)
         # A stage without a search domain has nothing to grant: the functions then run without the index,
         # never embed, and the indexer has nothing to keep in step.
         if self._search is not None:
@@ -177,6 +176,21 @@ class ServiceFunctions(Construct):
                 self._embeddings.grant_invoke(function)
             if access.main_table_stream:
                 self._consume_main_table_stream(function)
+
+    def _grant_files(self, function: ServiceFunction, access: Access) -> None:
+        bucket = self._data.files_bucket
+        if access.files:
+            function.allow(FILES_OBJECT_ACTIONS, [bucket.arn_for_objects("*")])
+        if access.files_purge:
+            function.allow(FILES_PURGE_OBJECT_ACTIONS, [bucket.arn_for_objects("*")])
+            function.allow(FILES_PURGE_BUCKET_ACTIONS, [bucket.bucket_arn])
+        if access.files or access.files_purge:
+            acknowledge(
+                function.role,
+                f"AwsSolutions-IAM5[Resource::<{_logical_id(bucket)}.Arn>/*]",
+                "Objects are keyed by tenant, memory and file id at run time; the role reaches the objects "
+                "of this one bucket only.",
+            )
 
     def _grant_key(self, function: ServiceFunction, access: Access) -> None:
         """The stage's key, as far as the stores the function uses are encrypted with it: decrypt to read

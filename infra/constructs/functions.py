@@ -53,7 +53,8 @@ def removal_policy_of(config: StageConfig) -> RemovalPolicy:
 
 
 class ServiceFunction(Construct):
-    """A function package deployed as one Lambda (arm64, Python 3.13, the shared layers)."""
+    """A function package deployed as one Lambda (arm64, Python 3.13, the shared layers; `mem0`: the mem0
+    dependencies layer in place of the first)."""
 
     def __init__(
         self,
@@ -68,6 +69,7 @@ class ServiceFunction(Construct):
         timeout: Duration,
         environment: Mapping[str, str],
         description: str,
+        mem0: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.name = name
@@ -95,7 +97,8 @@ class ServiceFunction(Construct):
             architecture=ARCHITECTURE,
             handler=f"functions.{package}.handler.{handler}",
             code=packaging.function_code(package),
-            layers=packaging.layers,
+            # mem0's library only where the function reaches mem0's records (infra/catalog.py).
+            layers=packaging.layers_for(mem0=mem0),
             role=self.role,
             log_group=self.log_group,
             memory_size=config.lambda_memory_mb,

@@ -1,5 +1,7 @@
 """Lambda code without Docker: two layers (third-party dependencies; the core package) and one small
-asset per function package.
+asset per function package. On a stage that connects mem0, the functions that reach mem0's records get
+another dependencies layer in place of the first: the same dependencies and mem0's library, from its own
+lock (infra/mem0-layer-requirements.txt); no other function, and no other stage, has it.
 
 Dependencies are installed by pip for the Lambda platform (manylinux2014 aarch64, CPython 3.13,
 wheels only), so a laptop or CI without Docker builds the same layer Lambda runs, from the hash-locked
@@ -94,12 +96,28 @@ class Packaging(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, layout: Layout, removal_policy: RemovalPolicy) -> None:
         super().__init__(scope, construct_id)
         self._layout = layout
-        self.dependencies_layer = self._build_dependencies_layer(removal_policy)
+        self._removal_policy = removal_policy
+        self.dependencies_layer = self._build_dependencies_layer(
+            "Dependencies", layout.layer_lock,
+            "uhp-memories third-party runtime dependencies (infra/layer-requirements.txt)",
+        )
         self.core_layer = self._build_core_layer(removal_policy)
         self.layers = [self.dependencies_layer, self.core_layer]
+        self.mem0_dependencies_layer: lambda_.LayerVersion | None = None
 
-    def _build_dependencies_layer(self, removal_policy: RemovalPolicy) -> lambda_.LayerVersion:
-        lock = self._layout.layer_lock
+    def layers_for(self, *, mem0: bool) -> list[lambda_.ILayerVersion]:
+        """A function's layers: the mem0 dependencies layer in place of the first for a function that reaches
+        mem0's records (made on first use, so a stage without such a function has no such layer)."""
+        if not mem0:
+            return list(self.layers)
+        if self.mem0_dependencies_layer is None:
+            self.mem0_dependencies_layer = self._build_dependencies_layer(
+                "Mem0Dependencies", self._layout.mem0_layer_lock,
+                "uhp-memories runtime dependencies and mem0's library (infra/mem0-layer-requirements.txt)",
+            )
+        return [self.mem0_dependencies_layer, self.core_layer]
+
+    def _build_dependencies_layer(self, construct_id: str, lock: Path, description: str) -> lambda_.LayerVersion:
         fingerprint = json.dumps([lock.read_text(), *PIP_PLATFORMS, PIP_PYTHON_VERSION])
         code = lambda_.Code.from_asset(
             str(lock.parent),
@@ -118,12 +136,12 @@ class Packaging(Construct):
         )
         return lambda_.LayerVersion(
             self,
-            "Dependencies",
+            construct_id,
             code=code,
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
-            description="uhp-memories third-party runtime dependencies (infra/layer-requirements.txt)",
-            removal_policy=removal_policy,
+            description=description,
+            removal_policy=self._removal_policy,
         )
 
     def _build_core_layer(self, removal_policy: RemovalPolicy) -> lambda_.LayerVersion:

@@ -18,6 +18,7 @@ from infra.constructs.derivation import Derivation
 from infra.constructs.embeddings import Embeddings
 from infra.constructs.encryption import LogGroupsEncryptedWith, StageKey
 from infra.constructs.functions import ServiceFunction, removal_policy_of
+from infra.constructs.mem0 import Mem0
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.packaging import Packaging
 from infra.constructs.schedules import TIMER_FUNCTION, ConsolidationSchedules
@@ -60,6 +61,7 @@ class MemoryServiceStack(Stack):
         self.search = Search(self, "Search", config=config, key=self.key) if config.search.enabled else None
         self.embeddings = Embeddings(self, "Embeddings", config=config.embeddings)
         self.derivation = Derivation(self, "Derivation", config=config.derivation)
+        self.mem0 = Mem0(self, "Mem0", config=config.mem0)
         self.functions = ServiceFunctions(
             self,
             "Functions",
@@ -70,6 +72,7 @@ class MemoryServiceStack(Stack):
             search=self.search,
             embeddings=self.embeddings,
             derivation=self.derivation,
+            mem0=self.mem0,
             catalog=catalog,
             key=self.key,
         )

@@ -12,12 +12,17 @@ the account unknown, which is where an ARN rendered half literal once broke a cd
 templates (errors fail); `make diff` lists the prod stage (the larger) against an empty stack, in
 the same place, after the synth. The three
 environments run side by side (about 25 s each alone; the CLI and jsii spend most of it in node).
+
+Beside them, a checkout whose cdk.json has a stage connected to mem0's Platform (as docs/deploy.md
+"Connecting mem0" tells an operator to write it) goes through `make synth SYNTH_STAGES=<that stage>`
+with no credentials: the secret named by name renders with pseudo parameters there.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,6 +47,11 @@ ENVIRONMENTS: dict[str, tuple[dict[str, str], str]] = {
     ),
 }
 TIMEOUT_SECONDS = 600
+MEM0_STAGE = "mem0"
+# The stage an operator connects to mem0's Platform: dev, with the key's secret by name, encrypted with a
+# key of the operator's.
+MEM0 = {"mode": "platform", "api_key_secret": "uhp-memories/mem0-api-key",
+        "api_key_kms_key_arn": "arn:aws:kms:us-east-1:111111111111:key/1234abcd-12ab-34cd-56ef-1234567890ab"}
 
 
 @dataclass
@@ -82,9 +92,22 @@ def cdk_cli() -> Path:
     return CDK_CLI
 
 
+def checkout_with_a_mem0_stage(clean_checkout: Path, root: Path) -> Path:
+    """The checkout, its cdk.json with one more stage (dev, connected to mem0), and this one's venv and CLI."""
+    shutil.copytree(clean_checkout, root)
+    cdk = json.loads((root / "cdk.json").read_text())
+    stages = cdk["context"]["uhp-memories:stages"]
+    stages[MEM0_STAGE] = {**stages["dev"], "mem0": MEM0}
+    (root / "cdk.json").write_text(json.dumps(cdk, indent=2))
+    for installed in (".venv", "node_modules"):
+        (root / installed).symlink_to(REPO.root / installed)
+    return root
+
+
 @pytest.fixture(scope="module")
-def runs(cdk_cli: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
-    """`make synth` then `make diff` in each environment, all three started at once."""
+def runs(cdk_cli: Path, clean_checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
+    """`make synth` then `make diff` in each environment, all three started at once, and `make synth` of
+    the mem0 stage beside them."""
     started: dict[str, Run] = {}
     for name, (variables, _) in ENVIRONMENTS.items():
         home = tmp_path_factory.mktemp("home")
@@ -95,6 +118,15 @@ def runs(cdk_cli: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
             text=True,
         )
         started[name] = Run(process, outdir)
+    root = checkout_with_a_mem0_stage(clean_checkout, tmp_path_factory.mktemp("mem0-checkout") / "repo")
+    outdir = tmp_path_factory.mktemp("cdk-out-mem0")
+    # STAMP= : the venv is this checkout's, brought up to date above; never installed from the copy.
+    process = subprocess.Popen(
+        ["make", "--no-print-directory", "synth", f"SYNTH_STAGES={MEM0_STAGE}", f"CDK_OUT={outdir}", "STAMP="],
+        cwd=root, env=without_aws(tmp_path_factory.mktemp("home"), {}), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )
+    started[MEM0_STAGE] = Run(process, outdir)
     yield started
     for run in started.values():
         if run.process.poll() is None:
@@ -119,3 +151,20 @@ def test_make_synth_and_diff_pass_through_the_cdk_cli(runs: dict[str, Run], envi
     assert "cfn-lint --non-zero-exit-code error" in output
     assert "[+] AWS::Lambda::Function" in output
     assert "Number of stacks with differences: 1" in output
+
+
+def test_make_synth_passes_a_stage_connected_to_mem0_through_the_cdk_cli(runs: dict[str, Run]) -> None:
+    run = runs[MEM0_STAGE]
+    returncode, output = run.wait()
+
+    assert returncode == 0, output[-6000:]
+    assembly = run.outdir / MEM0_STAGE
+    template = json.loads((assembly / f"uhp-memories-{MEM0_STAGE}.template.json").read_text())
+    resources = template["Resources"].values()
+    assert any("cdk_nag" in r.get("Metadata", {}) for r in resources)
+    assert "cfn-lint --non-zero-exit-code error" in output
+    layers = [r for r in resources if r["Type"] == "AWS::Lambda::LayerVersion"]
+    assert any("mem0-layer-requirements.txt" in r["Properties"]["Description"] for r in layers)
+    named = {r["Properties"]["Environment"]["Variables"].get("UHP_MEM0_API_KEY_SECRET")
+             for r in resources if r["Type"] == "AWS::Lambda::Function"}
+    assert named == {MEM0["api_key_secret"], None}, "the functions that reach mem0's records name the key's secret"

@@ -142,3 +142,58 @@ def test_deployed_handlers_import_no_dev_only_module() -> None:
     )
 
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_the_mem0_lock_is_the_dependencies_lock_and_mem0_differing_only_where_mem0_requires() -> None:
+    from infra.layer_lock import LAMBDA_UNZIPPED_LIMIT_MB, MEM0_OVERRIDES, Lock, digest_of
+
+    core, mem0 = Lock.read(REPO.layer_lock), Lock.read(REPO.mem0_layer_lock)
+    (pin,) = REPO.mem0_requirements()
+    name, _, version = pin.partition("==")
+
+    assert mem0.pins[name] == version
+    assert set(core.pins) < set(mem0.pins)  # every package of the first layer is in the one that replaces it
+    assert {n for n in core.pins if core.pins[n] != mem0.pins[n]} <= set(MEM0_OVERRIDES)
+    assert mem0.beside == digest_of(REPO.layer_lock)
+    assert mem0.unzipped_mb is not None
+    assert mem0.unzipped_mb < LAMBDA_UNZIPPED_LIMIT_MB, "a function with the mem0 layer would not deploy"
+
+
+def test_a_dependencies_lock_changed_alone_makes_the_mem0_lock_stale(tmp_path: Path) -> None:
+    from infra.layer_lock import disagreements
+
+    (tmp_path / "infra").mkdir()
+    (tmp_path / "pyproject.toml").write_text(REPO.pyproject.read_text())
+    (tmp_path / "infra" / "mem0-layer-requirements.txt").write_text(REPO.mem0_layer_lock.read_text())
+    (tmp_path / "infra" / "layer-requirements.txt").write_text(REPO.layer_lock.read_text() + "\n")
+
+    assert any("made beside another dependencies lock" in line for line in disagreements(Layout(tmp_path)))
+
+
+def test_the_mem0_layer_is_built_from_the_mem0_lock_and_only_when_a_function_asks_for_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pytest.importorskip("aws_cdk", reason="the infra extra is not installed")
+    from aws_cdk import App, RemovalPolicy, Stack
+
+    from infra.constructs import packaging
+
+    built: list[Path] = []
+
+    def bundled(bundling: Any, output_dir: str, *options: Any, **more: Any) -> bool:
+        """What would be installed, recorded (nothing is: this is about which lock feeds which layer)."""
+        if isinstance(bundling, packaging.PipBundling):
+            built.append(bundling._lock)
+        (Path(output_dir) / "python").mkdir()
+        return True
+
+    monkeypatch.setattr(packaging.PipBundling, "try_bundle", bundled)
+    monkeypatch.setattr(packaging.CopyBundling, "try_bundle", bundled)
+    stack = Stack(App(outdir=str(tmp_path)), "Packaged")
+    layers = packaging.Packaging(stack, "Packaging", layout=REPO, removal_policy=RemovalPolicy.DESTROY)
+
+    assert layers.layers_for(mem0=False) == [layers.dependencies_layer, layers.core_layer]
+    assert built == [REPO.layer_lock]
+    with_mem0 = layers.layers_for(mem0=True)
+    assert layers.layers_for(mem0=True) == with_mem0 == [layers.mem0_dependencies_layer, layers.core_layer]
+    assert built == [REPO.layer_lock, REPO.mem0_layer_lock]

@@ -124,3 +124,52 @@ def test_the_recall_index_has_a_replica_where_a_second_node_can_hold_it() -> Non
 
     assert (single.search.index_name, single.search.replicas) == ("uhp-recall-v1", 0)
     assert (multi.search.index_name, multi.search.replicas) == ("uhp-recall-v2", 1)
+
+
+MEM0_KEY = "arn:aws:kms:eu-west-1:111111111111:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+@pytest.mark.parametrize(
+    "mem0",
+    [
+        {"mode": "platform"},  # no secret: the key would be nowhere
+        {"mode": "platform", "api_key_secret": "arn:aws:secretsmanager:eu-west-1:111111111111:secret:mem0"},  # partial
+        {"mode": "platform", "api_key_secret": "a secret with spaces"},
+        {"mode": "platform", "api_key_secret": "uhp/mem0", "host": "http://mem0.example.com"},  # the key in clear
+        {"mode": "platform", "api_key_secret": "uhp/mem0", "api_key_kms_key_arn": "alias/mine"},
+        {"mode": "none", "api_key_secret": "uhp/mem0"},
+        {"mode": "zep"},
+    ],
+)
+def test_an_incomplete_or_inconsistent_mem0_connection_is_refused(mem0: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        StageConfig.model_validate({"name": "x", "mem0": mem0})
+
+
+def test_mem0_oss_is_refused_on_a_deployed_stage_saying_why_and_what_to_use() -> None:
+    context = cdk_context()
+    context[STAGES_CONTEXT_KEY]["dev"]["mem0"] = {"mode": "oss"}
+
+    with pytest.raises(StageConfigError, match="oss is not supported on a deployed stage yet") as refused:
+        load_stage(context)
+    assert "SQLite" in str(refused.value)
+    assert "mode platform" in str(refused.value)
+
+
+def test_a_stage_connects_mem0_by_the_secrets_name_or_complete_arn(monkeypatch: pytest.MonkeyPatch) -> None:
+    from uhp_memories.settings import Settings
+
+    assert StageConfig(name="p").mem0.connects is False
+    by_name = StageConfig.model_validate({"name": "p", "mem0": {
+        "mode": "platform", "api_key_secret": "uhp-memories/mem0", "api_key_kms_key_arn": MEM0_KEY}})
+    by_arn = StageConfig.model_validate({"name": "p", "mem0": {
+        "mode": "platform", "api_key_secret": "arn:aws:secretsmanager:eu-west-1:111111111111:secret:mem0-AbCdEf",
+        "host": "https://mem0.example.com"}})
+
+    assert (by_name.mem0.secret_is_arn, by_arn.mem0.secret_is_arn) == (False, True)
+    assert by_name.mem0.declared_environment() == {"UHP_MEM0": "platform"}
+    for name, value in by_arn.mem0.connect_environment().items():
+        monkeypatch.setenv(name, value)
+    settings = Settings.from_env()
+    assert (settings.mem0, settings.mem0_api_key_secret, settings.mem0_host) == (
+        "platform", "arn:aws:secretsmanager:eu-west-1:111111111111:secret:mem0-AbCdEf", "https://mem0.example.com")

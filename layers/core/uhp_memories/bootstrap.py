@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from uhp_memories.adapters.dynamodb.apikeys import DynamoKeyRepository
@@ -225,12 +225,22 @@ def build_deriver(settings: Settings, *, session: Any | None = None, client: Any
 
 
 class LazyProvider:
-    """A connected provider, built on first use: its library (mem0 and its stores: about 1.6 s here) loads
-    only in a process that reaches a memory bound to it, or lists the providers."""
+    """A connected provider, built on first use: its library (mem0 and its stores: about 1.6 s here) loads, and
+    its credential is read, only in a process that reaches a memory bound to it. What it is (its capability
+    document, whether it runs outside the server) is answered by `described`, the same provider as configured
+    but never connected: listing the providers or attaching a memory to a harness needs neither the library
+    nor the credential (a deployed function that only does that is given neither: infra/catalog.py)."""
 
-    def __init__(self, provider_id: str, connect: Callable[[], RecordProvider]) -> None:
+    def __init__(self, provider_id: str, connect: Callable[[], RecordProvider], described: RecordProvider) -> None:
         self.id = provider_id
         self._provider = lazy(connect)
+        self._described = described
+
+    def capabilities(self) -> dict[str, Any]:
+        return self._described.capabilities()
+
+    def is_outside(self) -> bool:
+        return self._described.is_outside()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._provider(), name)
@@ -243,40 +253,42 @@ def build_providers(settings: Settings, engine: Callable[[], RecallEngine | None
     whichever provider keeps them, and, with `mem0_infer`, the stage's derivation endpoint."""
     if settings.mem0 == "none":
         return Providers()
+    from uhp_memories.adapters.system import SystemClock
+    from uhp_memories.domain.timefmt import format_ms
+    from uhp_memories.providers.mem0 import Mem0Provider, Mem0Settings, connect
+
+    clock = SystemClock()
+    infers = settings.mem0_infer and settings.derivation == "openai"
+    configured = Mem0Settings(
+        mode=settings.mem0,
+        folder=settings.mem0_folder or None,
+        derive_url=settings.derivation_base_url if infers else None,
+        derive_model=settings.derivation_model if infers else None,
+        derive_api_key=settings.derivation_api_key or None,
+        host=settings.mem0_host or None,
+    )
 
     def connect_mem0() -> RecordProvider:
-        from uhp_memories.adapters.system import SystemClock
-        from uhp_memories.domain.timefmt import format_ms
-        from uhp_memories.providers.mem0 import Mem0Settings, connect
-
         api_key = settings.mem0_api_key
         if settings.mem0 == "platform" and not api_key and settings.mem0_api_key_secret:
             import boto3
 
+            # By name or ARN (the stage's mem0.api_key_secret): the secret's plain SecretString.
             secrets = (session or boto3).client("secretsmanager", region_name=settings.region)
             api_key = secrets.get_secret_value(SecretId=settings.mem0_api_key_secret)["SecretString"]
-        infers = settings.mem0_infer and settings.derivation == "openai"
-        connected = Mem0Settings(
-            mode=settings.mem0,
-            folder=settings.mem0_folder or None,
-            derive_url=settings.derivation_base_url if infers else None,
-            derive_model=settings.derivation_model if infers else None,
-            derive_api_key=settings.derivation_api_key or None,
-            api_key=api_key or None,
-            host=settings.mem0_host or None,
-        )
         recall = engine()
         if recall is None and settings.mem0 == "oss":
             raise RuntimeError("mem0 OSS embeds with the stage's embedder, and this stage has no recall engine")
-        clock = SystemClock()
         return connect(
-            connected,
+            replace(configured, api_key=api_key or None),
             embedder=recall.embedder if recall is not None else None,
             dimensions=recall.embedder.dimensions if recall is not None else 0,
             now=lambda: format_ms(clock.now_ms()),
         )
 
-    return Providers({"mem0": LazyProvider("mem0", connect_mem0)})
+    # What it is depends on the settings alone (Mem0Provider.capabilities, is_outside): no client, no key.
+    described = Mem0Provider(None, configured, now=lambda: format_ms(clock.now_ms()))
+    return Providers({"mem0": LazyProvider("mem0", connect_mem0, described)})
 
 
 def timer_of(settings: Settings, client: Any | None = None) -> EventBridgeTimer | None:
