@@ -155,6 +155,7 @@ def test_observe_keeps_each_episode_as_mem0_keeps_it(alice: Client) -> None:
     ("POST", "/consolidations", {}),
     ("PUT", "/prime", {"record_ids": []}),
     ("GET", "/paths", None),
+    ("GET", "/records/hrec_00000000000000000000000000000000/content", None),  # files: native only
 ])
 def test_what_mem0_does_not_implement_is_memory_unsupported(
     alice: Client, method: str, suffix: str, body: Any

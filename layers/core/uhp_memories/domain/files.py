@@ -209,7 +209,8 @@ class FileService:
         """A file record's bytes: of this version, or of another version of the same record."""
         records = self._ports.records
         access = self._ports.access(caller)
-        access.require(memory_id, "read")
+        # Only the native provider keeps files (§10): another provider's memory holds none to read.
+        self._ports.providers.require_native(access.require(memory_id, "read"), "files")
         record = records.get(caller.tenant, memory_id, record_id)
         if record is None:
             raise RecordNotFound(record_id)
