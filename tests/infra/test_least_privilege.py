@@ -34,7 +34,6 @@ import secrets
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -45,11 +44,11 @@ import requests
 pytest.importorskip("aws_cdk", reason="the infra extra (aws-cdk-lib, cdk-nag) is not installed")
 
 from infra.catalog import FUNCTION_ACCESS
+from tests.infra.attribution import Attribution, attribute_calls
 from tests.infra.conftest import Synth, as_list, render
 from tests.integration.conftest import Client, answering_at_once, purge_tenant
 from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE, KEYS_TABLE, MAIN_TABLE
 from uhp_memories.api.routes import FUNCTIONS, ROUTES
-from uhp_memories.local import gateway as local_gateway
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
 from uhp_memories.search.free_query import FreeQueries
@@ -137,30 +136,20 @@ def permissions_of(service: str, operation: str, params: dict[str, Any], names: 
 # -- the record ------------------------------------------------------------------------------------
 
 
-@dataclass
-class Recorder:
-    names: Names
-    current: str | None = None  # the function whose handler is running
-    local: threading.local = field(default_factory=threading.local)  # a step's thread, a handed-over task
-    used: defaultdict[str, set[Permission]] = field(default_factory=lambda: defaultdict(set))
-    lock: threading.Lock = field(default_factory=threading.Lock)
+class Recorder(Attribution):
+    """What each function (and step) did, as the permissions it needed."""
 
-    def who(self) -> str | None:
-        return getattr(self.local, "who", None) or self.current
+    def __init__(self, names: Names) -> None:
+        super().__init__()
+        self.names = names
+        self.used: defaultdict[str, set[Permission]] = defaultdict(set)
+        self.lock = threading.Lock()
 
     def add(self, permissions: set[Permission], who: str | None = None) -> None:
         who = who or self.who()
         if who is not None and permissions:
             with self.lock:
                 self.used[who] |= permissions
-
-    def as_who(self, who: str | None, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        saved = getattr(self.local, "who", None)
-        self.local.who = who
-        try:
-            return work(*args, **kwargs)
-        finally:
-            self.local.who = saved
 
 
 class RecordingDomain(BaseHTTPRequestHandler):
@@ -305,35 +294,7 @@ def recorder(
 
     patches.setattr(presign, "generate_presigned_url", recorded_presign)
 
-    # Who is running: the gateway's handler (the authorizer, a function), a step by its name, and
-    # whoever handed a task to a pool thread.
-    handler_of = local_gateway._handler
-
-    def attributed(function: str) -> Any:
-        handler = handler_of(function)
-
-        def run(event: Any, context: Any) -> Any:
-            record.current = function
-            try:
-                return handler(event, context)
-            finally:
-                record.current = None
-
-        return run
-
-    patches.setattr(local_gateway, "_handler", attributed)
-    import functions.steps.handler as steps
-
-    for step in sorted({name for name in FUNCTION_ACCESS if name.startswith("steps.")}):
-        step_handler = getattr(steps, step.removeprefix("steps."))
-        patches.setattr(steps, step.removeprefix("steps."),
-                        lambda event, context, _h=step_handler, _n=step: record.as_who(_n, _h, event, context))
-    submit = ThreadPoolExecutor.submit
-
-    def handed_over(pool: ThreadPoolExecutor, work: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        return submit(pool, record.as_who, record.who(), work, *args, **kwargs)
-
-    patches.setattr(ThreadPoolExecutor, "submit", handed_over)
+    attribute_calls(patches, record)
 
     engine = container.recall_engine()
     assert engine is not None

@@ -18,48 +18,34 @@ a secret it does not need. A refusal from a memory's `provider` field alone (req
 from __future__ import annotations
 
 import secrets
-import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests
 
 from infra.catalog import FUNCTION_ACCESS
+from tests.infra.attribution import Attribution, attribute_calls
 from tests.integration.conftest import Client, purge_tenant
 from uhp_memories.domain.providers import Providers
-from uhp_memories.local import gateway as local_gateway
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
 
 DESCRIBING = ("capabilities", "is_outside", "id")  # what a provider is, from the settings alone
 
 
-class Reach:
+class Reach(Attribution):
     """Who asked the provider registry what: function -> {"declare", "connect"}."""
 
     def __init__(self) -> None:
-        self.current: str | None = None
-        self.local = threading.local()
+        super().__init__()
         self.found: defaultdict[str, set[str]] = defaultdict(set)
-
-    def who(self) -> str | None:
-        return getattr(self.local, "who", None) or self.current
 
     def add(self, level: str) -> None:
         who = self.who()
         if who is not None:
             self.found[who].add(level)
-
-    def as_who(self, who: str | None, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        saved = getattr(self.local, "who", None)
-        self.local.who = who
-        try:
-            return work(*args, **kwargs)
-        finally:
-            self.local.who = saved
 
     def level(self, name: str) -> str:
         found = self.found.get(name, set())
@@ -93,33 +79,7 @@ def reach(local_aws: LocalAws) -> Iterator[Reach]:
         return ids.fget(self)  # type: ignore[attr-defined, no-any-return]
 
     patches.setattr(Providers, "ids", property(recorded_ids))
-    handler_of = local_gateway._handler
-
-    def attributed(function: str) -> Any:
-        handler = handler_of(function)
-
-        def run(event: Any, context: Any) -> Any:
-            record.current = function
-            try:
-                return handler(event, context)
-            finally:
-                record.current = None
-
-        return run
-
-    patches.setattr(local_gateway, "_handler", attributed)
-    import functions.steps.handler as steps
-
-    for step in sorted(name for name in FUNCTION_ACCESS if name.startswith("steps.")):
-        step_handler = getattr(steps, step.removeprefix("steps."))
-        patches.setattr(steps, step.removeprefix("steps."),
-                        lambda event, context, _h=step_handler, _n=step: record.as_who(_n, _h, event, context))
-    submit = ThreadPoolExecutor.submit
-
-    def handed_over(pool: ThreadPoolExecutor, work: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        return submit(pool, record.as_who, record.who(), work, *args, **kwargs)
-
-    patches.setattr(ThreadPoolExecutor, "submit", handed_over)
+    attribute_calls(patches, record)
     yield record
     patches.undo()
 
