@@ -34,6 +34,17 @@ class InMemoryMemoryRepository:
         memory = self.memories.get((tenant, memory_id))
         return memory, self.grants_on(tenant, memory_id) if memory is not None else []
 
+    def get_many_with_grants(
+        self, tenant: str, memory_ids: Sequence[str], width: int
+    ) -> dict[str, tuple[Memory, list[Grant]]]:
+        """What DynamoDB's padded batch finds (padding is its own business: it reads alike, finds nothing)."""
+        found = {}
+        for memory_id in dict.fromkeys(memory_ids):
+            memory = self.memories.get((tenant, memory_id))
+            if memory is not None:
+                found[memory_id] = (memory, self.grants_on(tenant, memory_id))
+        return found
+
     def children(self, tenant: str, parent_id: str) -> list[Memory]:
         found = [m for (t, _), m in self.memories.items() if t == tenant and m.parent_id == parent_id]
         return sorted(found, key=lambda m: (m.created_at, m.id))
@@ -51,7 +62,13 @@ class InMemoryMemoryRepository:
             self.memories[(memory.tenant, memory.id)] = memory
             self.grants[(memory.tenant, creator_grant.id)] = creator_grant
 
-    def update(self, memory: Memory, expected_parent_id: str | None, parent_chain: Sequence[Memory]) -> None:
+    def update(
+        self,
+        memory: Memory,
+        expected_parent_id: str | None,
+        parent_chain: Sequence[Memory],
+        below: Sequence[Memory] = (),
+    ) -> None:
         with self.lock:
             stored = self.memories.get((memory.tenant, memory.id))
             if stored is None or stored.deleting or stored.parent_id != expected_parent_id:
@@ -60,7 +77,18 @@ class InMemoryMemoryRepository:
                 now = self.memories.get((node.tenant, node.id))
                 if now is None or now.deleting or now.parent_id != node.parent_id:
                     raise TreeChanged(node.id)
-            self.memories[(memory.tenant, memory.id)] = memory.evolve(record_count=stored.record_count)
+            for node in below:
+                now = self.memories.get((node.tenant, node.id))
+                if now is None or now.parent_id != node.parent_id:
+                    raise TreeChanged(node.id)
+            moved = memory.parent_id != expected_parent_id and memory.ancestors is not None
+            ancestors = memory.ancestors if moved else stored.ancestors
+            self.memories[(memory.tenant, memory.id)] = memory.evolve(
+                record_count=stored.record_count, ancestors=ancestors
+            )
+            for node in below:
+                now = self.memories[(node.tenant, node.id)]
+                self.memories[(node.tenant, node.id)] = now.evolve(ancestors=node.ancestors)
 
     def grants_of(self, tenant: str, principal_ids: Sequence[str]) -> list[Grant]:
         wanted = set(principal_ids)

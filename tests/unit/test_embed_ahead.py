@@ -106,13 +106,13 @@ def test_a_write_is_embedded_while_its_access_is_read(
     signalling = RecallEngine(engine.index, Signalling())
     records = RecordService(world.ports, world.memories, None, lambda: signalling)
     memory = world.memories.create(ALICE, name="m").memory
-    read_access = world.ports.memories.get_with_grants
+    read_access = world.ports.memories.get_many_with_grants
 
-    def access_once_embedding(tenant: str, memory_id: str) -> Any:
+    def access_once_embedding(tenant: str, memory_ids: Any, width: int) -> Any:
         assert embedding.wait(timeout=10), "the text was embedded only after the access read"
-        return read_access(tenant, memory_id)
+        return read_access(tenant, memory_ids, width)
 
-    monkeypatch.setattr(world.ports.memories, "get_with_grants", access_once_embedding)
+    monkeypatch.setattr(world.ports.memories, "get_many_with_grants", access_once_embedding)
     text = "the launch moved to Friday"
     if write == "remember":
         written = records.remember(ALICE, memory.id, RecordInput("fact", text, {})).record

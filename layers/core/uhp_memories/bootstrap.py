@@ -29,7 +29,7 @@ from uhp_memories.adapters.dynamodb.types import DynamoTypeRepository
 from uhp_memories.adapters.s3 import S3ObjectStore
 from uhp_memories.adapters.scheduler import EventBridgeTimer
 from uhp_memories.adapters.stepfunctions import StepFunctionsRunner
-from uhp_memories.adapters.system import RandomIds, SystemClock
+from uhp_memories.adapters.system import RandomIds, SystemClock, UsualPace
 from uhp_memories.domain.builtin_types import BUILTIN_TYPES
 from uhp_memories.domain.consolidation import ConsolidationService
 from uhp_memories.domain.context import Ports
@@ -334,6 +334,7 @@ def build(
         ids=RandomIds(),
         attachments=attachments,
         providers=providers,
+        pace=UsualPace(),
     )
     file_repository = DynamoFileRepository(table)
     files = FileService(ports, objects, file_repository)

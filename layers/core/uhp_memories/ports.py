@@ -32,6 +32,15 @@ class MemoryRepository(Protocol):
         """The memory (None if it does not exist) and every grant on it, in one strongly consistent read."""
         ...
 
+    def get_many_with_grants(
+        self, tenant: str, memory_ids: Sequence[str], width: int
+    ) -> dict[str, tuple[Memory, list[Grant]]]:
+        """The memories found among these ids, each with every grant on it, by id: one strongly
+        consistent batch read of at least `width` items however few ids are asked for (padded with
+        items that exist and are read alike), so what it costs does not say how many ids were asked
+        for, nor how many exist (domain/access.py, CHAIN_READ_WIDTH)."""
+        ...
+
     def children(self, tenant: str, parent_id: str) -> list[Memory]:
         """The direct children of a memory, oldest first."""
         ...
@@ -42,12 +51,20 @@ class MemoryRepository(Protocol):
         Raises TreeChanged when the parent is missing or being deleted."""
         ...
 
-    def update(self, memory: Memory, expected_parent_id: str | None, parent_chain: Sequence[Memory]) -> None:
-        """Replace a memory's client fields.
+    def update(
+        self,
+        memory: Memory,
+        expected_parent_id: str | None,
+        parent_chain: Sequence[Memory],
+        below: Sequence[Memory] = (),
+    ) -> None:
+        """Replace a memory's client fields (and, on a move, its `ancestors`).
 
         `parent_chain` is the new parent and its ancestors as read; the write fails with TreeChanged
         if the memory's parent is no longer `expected_parent_id` or any node of the chain moved, so two
-        concurrent moves can never build a cycle."""
+        concurrent moves can never build a cycle. `below`: on a move, every memory below it with its
+        new `ancestors`, written in the same transaction, each on the condition that its parent is
+        still the one it was read with (TreeChanged otherwise)."""
         ...
 
     def grants_of(self, tenant: str, principal_ids: Sequence[str]) -> list[Grant]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections import deque
 
 _ORDER_BITS = 16
 _ORDER_LIMIT = 1 << _ORDER_BITS
@@ -14,6 +15,41 @@ _RANDOM_BITS = 64
 class SystemClock:
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+
+class UsualPace:
+    """How long deciding whether a caller sees a memory it named usually takes in this process, and a
+    hold that makes a not-found answer take that long (domain/access.py, Pace): the reads are the same
+    whether the memory exists or not, but what the process does with an item found and with none
+    differs by a little, and the hold leaves that little nothing to show in."""
+
+    WINDOW = 100  # the latest checks, so the pace follows the load the process is under
+    # The share of checks that take no longer: near all, since the two kinds of not found differ by
+    # less than checks vary, and a hold short of one kind's usual time would still tell it.
+    USUAL = 0.98
+    MAX_HOLD_SECONDS = 0.05  # an outlier in the window never holds an answer long
+    LEAST = 8  # checks seen before any answer is held
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._took: deque[float] = deque(maxlen=self.WINDOW)
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def decided(self, since: float) -> None:
+        with self._lock:
+            self._took.append(time.perf_counter() - since)
+
+    def hold(self, since: float) -> None:
+        with self._lock:
+            if len(self._took) < self.LEAST:
+                return
+            ordered = sorted(self._took)
+        usual = ordered[int(self.USUAL * (len(ordered) - 1))]
+        remaining = min(usual - (time.perf_counter() - since), self.MAX_HOLD_SECONDS)
+        if remaining > 0:
+            time.sleep(remaining)
 
 
 class RandomIds:

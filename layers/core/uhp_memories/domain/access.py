@@ -1,24 +1,56 @@
 """Effective privileges: the union of a principal's grants over the ancestor chain, cut by `restricted`.
 
 Pure rules over loaded data. `AccessView` is built once per request and memoizes every memory it
-touches, so a request walks each chain once. A memory is read with the grants on it (one query of its
-partition), and the caller's privileges on a chain come from the grants on the nodes of that chain:
-no read of all the caller's grants, which grow with every memory it holds (only listing the entry
-points needs those).
+touches, so a request walks each chain once. A memory is read with the grants on it, and the caller's
+privileges on a chain come from the grants on the nodes of that chain: no read of all the caller's
+grants, which grow with every memory it holds (only listing the entry points needs those).
+
+The first check of a memory id the caller named reads the same whether the memory exists or not, and
+whatever its depth (issue 27, item 9; docs/decisions.md, "The 404 of an unseen memory"): two batch
+reads, the memory beside one padding item, then `CHAIN_READ_WIDTH` memories, its ancestors as its item
+lists them, made up to that width by the store with padding items that read like memories. A missing
+id's second batch is all padding, one item more, in place of the memory not found. The walk over the
+parent links then decides, as it always did, from what the reads put in the cache; and a not-found
+answer is held to the time checks usually take (Pace), which leaves what the process does differently
+with an item found and with none nothing to show in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from uhp_memories.domain.errors import MemoriesNotAttached, MemoryForbidden, MemoryNotFound
+from uhp_memories.domain.limits import MAX_TREE_DEPTH
 from uhp_memories.domain.models import PRIVILEGES, Attachment, Caller, Grant, Memory
 
 MemoryLoader = Callable[[str], Memory | None]
 # A memory (None if it does not exist) and every grant on it, read together.
 MemoryAndGrantsLoader = Callable[[str], tuple[Memory | None, Sequence[Grant]]]
+# Memories with every grant on each (those that exist), read in one batch of at least `width` items
+# however few are asked for: the store pads it (adapters/dynamodb/memories.py, get_many_with_grants).
+ManyMemoriesAndGrantsLoader = Callable[[Sequence[str], int], Mapping[str, tuple[Memory, Sequence[Grant]]]]
 WRITE = "write"
+# The batch every first check of a named id reads: the most ancestors a memory can have, so no chain
+# needs a second read and a missing id reads as much as the deepest memory.
+CHAIN_READ_WIDTH = MAX_TREE_DEPTH - 1
+
+
+class Pace(Protocol):
+    """How long a check of a named memory usually takes (adapters/system.py, UsualPace)."""
+
+    def now(self) -> float:
+        """A monotonic clock, in seconds."""
+        ...
+
+    def decided(self, since: float) -> None:
+        """A check that began at `since` has decided."""
+        ...
+
+    def hold(self, since: float) -> None:
+        """Wait until a check that began at `since` has taken as long as checks usually take."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -98,9 +130,14 @@ class AccessView:
         load: MemoryAndGrantsLoader,
         caller_grants: Callable[[], Iterable[Grant]],
         reach: Callable[[], HarnessReach] | None = None,
+        *,
+        load_many: ManyMemoriesAndGrantsLoader | None = None,
+        pace: Pace | None = None,
     ) -> None:
         self.caller = caller
         self._load = load
+        self._load_many = load_many  # the chain read ahead; without it, each parent is read as the walk reaches it
+        self._pace = pace  # holds a not-found answer to the usual time of a check; None: never held
         self._caller_grants = caller_grants  # everywhere: read only to list entry points
         self._reach_loader = reach  # a harness's list, read only when it could narrow something
         self._reach: HarnessReach | None = None
@@ -109,19 +146,71 @@ class AccessView:
         self._direct: dict[str, frozenset[str]] = {}  # the caller's own grants on each memory read
         self._granted: dict[str, frozenset[str]] = {}  # what the grants give, before a harness's list narrows
         self._privileges: dict[str, frozenset[str]] = {}
+        self._from_store: set[str] = set()  # ids the request found in the store, not ids a caller named
+        self._read_ahead: dict[str, list[str]] = {}  # for each named memory, the chain its check read
 
     @property
     def granted_memory_ids(self) -> list[str]:
         """The memories the caller holds a grant on (one read of all its grants)."""
-        return sorted({g.memory_id for g in self._caller_grants() if g.tenant == self.caller.tenant})
+        found = sorted({g.memory_id for g in self._caller_grants() if g.tenant == self.caller.tenant})
+        self._from_store.update(found)
+        return found
+
+    def from_store(self, memories: Iterable[Memory]) -> None:
+        """Memories this request found in the store (a listing's children), not ids its caller named:
+        their existence is no secret, so checking them reads only what the walk needs."""
+        self._from_store.update(m.id for m in memories)
 
     def memory(self, memory_id: str) -> Memory | None:
         """A live memory (one being deleted is already gone for every reader)."""
         if memory_id not in self._cache:
             found, grants = self._load(memory_id)
-            self._direct[memory_id] = self._mine(memory_id, grants)
-            self._cache[memory_id] = found if found is not None and not found.deleting else None
+            self._keep(memory_id, found, grants)
         return self._cache[memory_id]
+
+    def _keep(self, memory_id: str, found: Memory | None, grants: Iterable[Grant]) -> None:
+        self._direct[memory_id] = self._mine(memory_id, grants) if found is not None else frozenset()
+        self._cache[memory_id] = found if found is not None and not found.deleting else None
+
+    def _named(self, memory_id: str) -> None:
+        """The first check of an id a caller named: the memory, then its chain in one batch of fixed
+        width, so that neither the number nor the kind of reads, nor what they bring back, says whether
+        it exists or how deep it sits. A memory already read in this request (the caller named it
+        before, or it lies on a chain read before) is not read again: one request's reads stay one
+        consistent picture."""
+        if memory_id in self._cache or memory_id in self._from_store:
+            return
+        if self._load_many is None:
+            self.memory(memory_id)
+            return
+        # Read as the chain is, in a batch, beside one padding item: whether the memory exists, the
+        # answer holds an item, and what the memory costs is what an item of the next batch costs (an
+        # answer with no item at all costs less than one with any).
+        found, grants = self._load_many([memory_id], 2).get(memory_id, (None, ()))
+        self._keep(memory_id, found, grants)
+        if found is None:
+            # One more in place of the memory the first read did not find: both reads together bring
+            # back as many items as they do for a memory that exists (the store's padding items read
+            # like the memories of a chain: adapters/dynamodb/memories.py).
+            self._load_many([], CHAIN_READ_WIDTH + 1)
+            return
+        # Items written before ancestors were kept list none: the walk then reads each parent itself.
+        chain = found.ancestors or ()
+        wanted = [a for a in dict.fromkeys(chain) if a not in self._cache]
+        ahead = self._load_many(wanted, CHAIN_READ_WIDTH)
+        for ancestor in wanted:
+            found_ancestor, ancestor_grants = ahead.get(ancestor, (None, ()))
+            self._keep(ancestor, found_ancestor, ancestor_grants)
+        self._read_ahead[memory_id] = wanted
+
+    def _let_go(self, memory_id: str) -> None:
+        """Drop the chain read ahead for a memory the caller turned out not to see. The check of a
+        missing id frees its padding as it reads it; this frees the chain before the answer is held
+        (visible), not after it, when the request ends. Answers stay the same: a later check of one of
+        these memories in this request reads it again."""
+        for ancestor in self._read_ahead.pop(memory_id, ()):
+            for kept in (self._cache, self._direct, self._granted, self._privileges):
+                kept.pop(ancestor, None)
 
     def _mine(self, memory_id: str, grants: Iterable[Grant]) -> frozenset[str]:
         """The caller's own privileges among the grants on a memory (its principal's and its groups')."""
@@ -139,6 +228,10 @@ class AccessView:
 
     def granted(self, memory_id: str) -> frozenset[str]:
         """What the caller's grants give it on the memory, before a harness's list narrows them."""
+        self._named(memory_id)
+        return self._granted_on(memory_id)
+
+    def _granted_on(self, memory_id: str) -> frozenset[str]:
         if memory_id not in self._granted:
             if self.memory(memory_id) is None:
                 self._granted[memory_id] = frozenset()
@@ -180,10 +273,25 @@ class AccessView:
         may do there, never what it sees)."""
         return memory_id is not None and bool(self.granted(memory_id))
 
+    def _sees(self, memory_id: str | None) -> bool:
+        """can_see for a memory the store named (a parent link), not the caller."""
+        return memory_id is not None and bool(self._granted_on(memory_id))
+
     def visible(self, memory_id: str) -> Memory:
-        """The memory, or memory_not_found when it does not exist or the caller holds nothing on it."""
+        """The memory, or memory_not_found when it does not exist or the caller holds nothing on it.
+        The first check of an id answers not found no sooner than checks usually decide (Pace): both
+        kinds of not found read alike, and are then answered alike."""
+        first = memory_id not in self._cache and memory_id not in self._from_store
+        began = self._pace.now() if self._pace is not None and first else None
+        self._named(memory_id)
         memory = self.memory(memory_id)
-        if memory is None or not self.granted(memory_id):
+        seen = memory is not None and bool(self.granted(memory_id))
+        if self._pace is not None and began is not None:
+            self._pace.decided(began)
+            if not seen:
+                self._let_go(memory_id)
+                self._pace.hold(began)
+        if memory is None or not seen:
             raise MemoryNotFound(memory_id)
         return memory
 
@@ -201,11 +309,11 @@ class AccessView:
         caller cannot see: a memory the caller cannot see is never named."""
         ancestors: list[str] = []
         parent_id = memory.parent_id
-        while parent_id is not None and self.can_see(parent_id) and parent_id not in ancestors:
+        while parent_id is not None and self._sees(parent_id) and parent_id not in ancestors:
             ancestors.append(parent_id)
             parent = self.memory(parent_id)
             parent_id = parent.parent_id if parent else None
         return list(reversed(ancestors))
 
     def is_entry_point(self, memory: Memory) -> bool:
-        return self.can_see(memory.id) and not self.can_see(memory.parent_id)
+        return self._sees(memory.id) and not self._sees(memory.parent_id)

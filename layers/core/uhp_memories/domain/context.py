@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from uhp_memories.domain.access import AccessView, HarnessReach
+from uhp_memories.domain.access import AccessView, HarnessReach, Pace
 from uhp_memories.domain.models import Attachment, Caller
 from uhp_memories.domain.providers import NATIVE_ONLY, Providers
 from uhp_memories.ports import Clock, IdGenerator, MemoryRepository, RecordRepository
@@ -31,6 +31,9 @@ class Ports:
     # The providers this deployment is connected to (§10); a memory's records are kept by the one it
     # names, and every service asks here which, after the access check (domain/providers.py).
     providers: Providers = NATIVE_ONLY
+    # Holds a not-found answer of a named memory to the usual time of a check (domain/access.py, Pace);
+    # None (the fakes): never held.
+    pace: Pace | None = None
 
     def access(self, caller: Caller) -> AccessView:
         """One caller's view for one request: each memory it touches is read once, with its grants;
@@ -54,4 +57,6 @@ class Ports:
             lambda memory_id: self.memories.get_with_grants(tenant, memory_id),
             lambda: self.memories.grants_of(tenant, caller.principal_ids),
             reach,
+            load_many=lambda memory_ids, width: self.memories.get_many_with_grants(tenant, memory_ids, width),
+            pace=self.pace,
         )

@@ -13,5 +13,9 @@ TYPE_CHARS = 100
 SNAPSHOT_NAME_CHARS = 100
 MESSAGE_CHARS = 2_000
 MAX_TREE_DEPTH = 50
+# A move is one DynamoDB transaction (at most 100 items): the memory, a check of each memory above its
+# new parent, and the new ancestors of each memory below it (docs/decisions.md, "The 404 of an unseen
+# memory").
+MOVE_ITEMS_MAX = 100
 # Records an erase may name in one request (each erased with its whole version chain).
 ERASE_NAMED_MAX = 100

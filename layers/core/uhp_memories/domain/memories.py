@@ -12,7 +12,7 @@ from uhp_memories.domain.access import AccessView, ordered
 from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import MemoryBusy, MemoryInvalid, MemoryNotFound, TreeChanged
 from uhp_memories.domain.files import FileRepository, ObjectStore, held_file, memory_prefix
-from uhp_memories.domain.limits import LIST_DEFAULT, LIST_MAX, MAX_TREE_DEPTH
+from uhp_memories.domain.limits import LIST_DEFAULT, LIST_MAX, MAX_TREE_DEPTH, MOVE_ITEMS_MAX
 from uhp_memories.domain.models import NATIVE_PROVIDER, PRIVILEGES, Caller, Grant, Memory, Page
 
 
@@ -145,6 +145,7 @@ class MemoryService:
     ) -> builtins.list[Memory]:
         if children is None:
             children = self._ports.memories.children(access.caller.tenant, memory_id)
+        access.from_store(children)
         return [child for child in children if not child.deleting and access.can_see(child.id)]
 
     def _visible_descendants(self, access: AccessView, memory_id: str) -> builtins.list[Memory]:
@@ -157,7 +158,9 @@ class MemoryService:
         while frontier:
             next_frontier: builtins.list[str] = []
             for node_id in frontier:
-                for child in self._ports.memories.children(tenant, node_id):
+                children = self._ports.memories.children(tenant, node_id)
+                access.from_store(children)
+                for child in children:
                     if child.id in seen or child.deleting:
                         continue
                     seen.add(child.id)
@@ -191,9 +194,13 @@ class MemoryService:
     ) -> MemoryView:
         access = self._ports.access(caller)
         inherited_provider = NATIVE_PROVIDER
+        ancestors: tuple[str, ...] = ()
         if parent_id is not None:
             parent = access.require(parent_id, "create")
-            self._check_depth(access, parent)
+            chain = self._chain(access, parent)
+            if len(chain) >= MAX_TREE_DEPTH:
+                raise MemoryInvalid(f"a memory tree is at most {MAX_TREE_DEPTH} levels deep")
+            ancestors = tuple(node.id for node in reversed(chain))
             inherited_provider = parent.provider
         # §2: set at creation, inherited from the parent when omitted; only a provider this server is
         # connected to (§10.1), whatever the parent's provider is.
@@ -213,6 +220,7 @@ class MemoryService:
             created_by=caller.principal,
             created_at=now,
             updated_at=now,
+            ancestors=ancestors,
         )
         # Whoever creates a memory holds all four privileges on it: a real grant, listed and
         # inherited like any other.
@@ -249,10 +257,12 @@ class MemoryService:
         if "restricted" in changes and changes["restricted"] != memory.restricted:
             access.require(memory_id, "delete")
         parent_chain: builtins.list[Memory] = []
+        below: builtins.list[Memory] = []
         moving = "parent_id" in changes and changes["parent_id"] != memory.parent_id
         if moving:
             access.require(memory_id, "delete")
-            self._check_not_busy(caller.tenant, self._subtree(caller.tenant, memory_id))
+            descendants = self._descendants(caller.tenant, memory_id)
+            self._check_not_busy(caller.tenant, [memory_id, *(d.id for d in descendants)])
             new_parent_id = changes["parent_id"]
             if new_parent_id is not None:
                 new_parent = access.require(new_parent_id, "create")
@@ -264,11 +274,14 @@ class MemoryService:
                 room = MAX_TREE_DEPTH - len(parent_chain)
                 if self._subtree_height(caller.tenant, memory_id, room) > room:
                     raise MemoryInvalid(f"a memory tree is at most {MAX_TREE_DEPTH} levels deep")
+            below = self._rechained(memory_id, tuple(n.id for n in reversed(parent_chain)), descendants)
+            self._check_move_size(parent_chain, below)
         updated = memory.evolve(
             name=changes.get("name", memory.name),
             description=changes.get("description", memory.description),
             restricted=changes.get("restricted", memory.restricted),
             parent_id=changes["parent_id"] if moving else memory.parent_id,
+            ancestors=tuple(n.id for n in reversed(parent_chain)) if moving else memory.ancestors,
         )
         if updated == memory:
             # Nothing changes: nothing is written, so no privilege beyond seeing the memory is needed.
@@ -279,7 +292,7 @@ class MemoryService:
             described_by=caller.principal if described else memory.described_by,
         )
         try:
-            self._ports.memories.update(updated, memory.parent_id, parent_chain)
+            self._ports.memories.update(updated, memory.parent_id, parent_chain, below)
         except TreeChanged:
             raise MemoryInvalid("the tree changed under this move; read the memory again and retry") from None
         # Answer with the memory as written, seen with the caller's privileges after the change: a
@@ -344,13 +357,44 @@ class MemoryService:
     def _subtree(self, tenant: str, memory_id: str) -> builtins.list[str]:
         if self._ports.memories.get(tenant, memory_id) is None:
             return []
-        subtree = [memory_id]
+        return [memory_id, *(d.id for d in self._descendants(tenant, memory_id))]
+
+    def _descendants(self, tenant: str, memory_id: str) -> builtins.list[Memory]:
+        """Every memory below this one as read, level by level (a parent before its children)."""
+        found: builtins.list[Memory] = []
         frontier = [memory_id]
         while frontier:
-            children = [c.id for node in frontier for c in self._ports.memories.children(tenant, node)]
-            subtree.extend(children)
-            frontier = children
-        return subtree
+            children = [c for node in frontier for c in self._ports.memories.children(tenant, node)]
+            found.extend(children)
+            frontier = [c.id for c in children]
+        return found
+
+    @staticmethod
+    def _rechained(
+        memory_id: str, ancestors: tuple[str, ...], descendants: Sequence[Memory]
+    ) -> builtins.list[Memory]:
+        """The memories below a moved one with their ancestors where it now sits (`ancestors`: its own)."""
+        chains = {memory_id: (*ancestors, memory_id)}
+        rechained = []
+        for node in descendants:  # a parent comes before its children
+            above = chains.get(node.parent_id or "")
+            if above is None:
+                continue  # under a node not read as below this one (it moved meanwhile): not ours to chain
+            rechained.append(node.evolve(ancestors=above))
+            chains[node.id] = (*above, node.id)
+        return rechained
+
+    @staticmethod
+    def _check_move_size(parent_chain: Sequence[Memory], below: Sequence[Memory]) -> None:
+        """A move is one transaction: the memory, a check of each memory above where it goes (so two
+        moves cannot close a cycle), and the new chain of each memory below it (domain/limits.py)."""
+        items = 1 + len(parent_chain) + len(below)
+        if items > MOVE_ITEMS_MAX:
+            raise MemoryInvalid(
+                f"a move is one transaction of at most {MOVE_ITEMS_MAX} memories: this one, the {len(below)} "
+                f"below it and the {len(parent_chain)} above where it goes make {items}; move some of the "
+                "memories below it first (and back under it after)"
+            )
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -376,6 +420,3 @@ class MemoryService:
             height += 1
         return height
 
-    def _check_depth(self, access: AccessView, parent: Memory) -> None:
-        if len(self._chain(access, parent)) >= MAX_TREE_DEPTH:
-            raise MemoryInvalid(f"a memory tree is at most {MAX_TREE_DEPTH} levels deep")

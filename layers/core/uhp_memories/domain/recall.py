@@ -554,6 +554,7 @@ class RecallService:
             next_level: list[Memory] = []
             for node in frontier:
                 below = children if node is memory else self._ports.memories.children(access.caller.tenant, node.id)
+                access.from_store(below)
                 for child in below:
                     if not child.deleting and "read" in access.privileges(child.id):
                         next_level.append(child)

@@ -9,7 +9,8 @@ from typing import Any
 
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.items import grant_item
-from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, DynamoTable
+from uhp_memories.adapters.dynamodb.memories import GRANT_WRITE_ATTEMPTS, grants_copy_op, grants_in_partition
+from uhp_memories.adapters.dynamodb.table import ConditionFailed, Contended, DynamoTable
 from uhp_memories.domain.errors import TreeChanged
 from uhp_memories.domain.harnesses import AttachmentsChanged, HarnessList
 from uhp_memories.domain.models import Attachment, Grant
@@ -69,20 +70,28 @@ class DynamoAttachmentRepository:
         )
         if values:
             put["Put"]["ExpressionAttributeValues"] = values
-        operations = [put]
+        by_memory: dict[str, list[Grant]] = {}
         for grant in grants:
-            operations.append(self._table.put_op(grant_item(grant), "attribute_not_exists(PK)"))
-            operations.append(
-                self._table.check_op(
-                    keys.memory_pk(tenant, grant.memory_id), keys.META_SK, LIVE_MEMORY, {":false": False}
-                )
-            )
-        try:
-            self._table.transact(operations)
-        except ConditionFailed:
-            if self.get_list(tenant, harness_id) != as_read:
-                raise AttachmentsChanged(harness_id) from None
-            raise TreeChanged(grants[0].memory_id if grants else harness_id) from None
+            by_memory.setdefault(grant.memory_id, []).append(grant)
+        for _ in range(GRANT_WRITE_ATTEMPTS):
+            operations = [put]
+            for memory_id, granted in by_memory.items():
+                # Each memory's copy of its grants changes with its grant items (memories.py).
+                meta, held = grants_in_partition(self._table, tenant, memory_id)
+                if meta is None or meta.get("deleting"):
+                    raise TreeChanged(memory_id)
+                operations.extend(self._table.put_op(grant_item(g), "attribute_not_exists(PK)") for g in granted)
+                operations.append(grants_copy_op(self._table, meta, [*held, *granted], live=True))
+            try:
+                self._table.transact(operations)
+            except (ConditionFailed, Contended):
+                if self.get_list(tenant, harness_id) != as_read:
+                    raise AttachmentsChanged(harness_id) from None
+                if not by_memory:
+                    raise TreeChanged(harness_id) from None
+                continue  # a memory went, or another grant change came between: read again
+            return
+        raise Contended(f"grants on the memories attached to harness {harness_id} kept changing; try again")
 
 
 def _entries_json(attachments: Sequence[Attachment]) -> str:

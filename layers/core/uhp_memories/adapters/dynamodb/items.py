@@ -8,7 +8,8 @@ conditions, and recall uses the search index)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -62,6 +63,8 @@ def memory_item(memory: Memory) -> dict[str, Any]:
     }
     if memory.described_by is not None:  # absent: the creator named and described it
         item["described_by"] = memory.described_by
+    if memory.ancestors is not None:  # absent on items written before ancestors were kept
+        item["ancestors"] = ancestors_text(memory.ancestors)
     return item
 
 
@@ -80,7 +83,46 @@ def memory_from(item: Mapping[str, Any]) -> Memory:
         record_count=int(item.get("record_count", 0)),
         deleting=bool(item.get("deleting", False)),
         described_by=str(item["described_by"]) if item.get("described_by") else None,
+        ancestors=tuple(map(sys.intern, str(item["ancestors"]).split())) if "ancestors" in item else None,
     )
+
+
+def ancestors_text(ancestors: Iterable[str]) -> str:
+    """A memory's ancestors as its item keeps them: one string, the ids root first, space-separated
+    (ids hold no space). One value, not a list of them: what a read of a deep memory's chain costs to
+    send and to parse grows with its bytes only, not with a value per ancestor."""
+    return " ".join(ancestors)
+
+
+# A memory item keeps a copy of every grant on it (GRANTS_ATTRIBUTE), rewritten whole in the
+# transaction of every grant change and counted by GRANTS_VERSION, so that a batch read of memory items
+# reads their grants too (the access check: domain/access.py). One JSON string, like a record's
+# payload: read and parsed as one value, however many grants. The grant items stay what grants are
+# listed and found by; an item without the copy (written before it was kept) has its grants read from
+# its partition, as they always were.
+GRANTS_ATTRIBUTE = "grants"
+GRANTS_VERSION = "grants_version"
+
+
+def grants_copy(grants: Iterable[Grant]) -> str:
+    return json.dumps(
+        [[g.id, g.principal, list(g.privileges), g.created_at, g.created_by, g.implicit] for g in grants],
+        separators=(",", ":"),
+    )
+
+
+def grants_from_copy(item: Mapping[str, Any]) -> list[Grant] | None:
+    """The grants a memory item keeps a copy of (oldest first); None when it keeps none."""
+    copy = item.get(GRANTS_ATTRIBUTE)
+    if not isinstance(copy, str):
+        return None
+    tenant, memory_id = str(item["tenant"]), str(item["id"])
+    grants = [
+        Grant(tenant, str(grant_id), memory_id, str(principal), tuple(privileges), int(created_at),
+              str(created_by), bool(implicit))
+        for grant_id, principal, privileges, created_at, created_by, implicit in json.loads(copy)
+    ]
+    return sorted(grants, key=lambda g: (g.created_at, g.id))
 
 
 def grant_item(grant: Grant) -> dict[str, Any]:

@@ -23,6 +23,19 @@ def children_sk(created_at: int, memory_id: str) -> str:
     return f"{created_at:015d}#{memory_id}"
 
 
+# A padding item's keys are as long as a memory item's (what a read sends and parses grows with them).
+def pad_pk(tenant: str, index: int) -> str:
+    """One of a tenant's padding items: read beside memory items to bring an access check's batch to
+    its fixed width (memories.get_many_with_grants); never a memory."""
+    return f"T#{tenant}#PAD#{index:035d}"
+
+
+def pad_children_pk(tenant: str, index: int) -> str:
+    """Where a padding item sits in the children index: under no memory (children_pk never makes it),
+    so no listing reads it, and it carries the index keys a memory item carries."""
+    return f"T#{tenant}#PAD#{index:035d}"
+
+
 # A memory's grants sort just before its META item: one query reads the memory with its grants
 # (memories.get_with_grants). No other item of a memory's partition may sort between "G#" and "META".
 GRANT_SK_PREFIX = "G#"

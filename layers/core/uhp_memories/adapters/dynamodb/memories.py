@@ -1,15 +1,44 @@
-"""The memory tree and grants on DynamoDB."""
+"""The memory tree and grants on DynamoDB.
+
+A memory item keeps its ancestors and a copy of the grants on it (items.py), so one read gives a memory
+with its grants, and one BatchGetItem of a fixed width gives its whole chain (get_many_with_grants),
+padded with items of the tenant's that exist and read like memories: padding item i lists as many
+ancestors as the memory i levels above the deepest possible one, 49 - i. A memory at depth d and its
+d - 1 ancestors list 0 to d - 1 ancestors; the padding that fills its chain's batch lists the rest, d to
+49; a missing id's batch, all padding and one item more, lists 0 to 49. Whatever the depth, and whether
+the memory exists or not, the access check brings back as many items listing as many ids, so reading
+them costs the same (docs/decisions.md, "The 404 of an unseen memory")."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from botocore.exceptions import ClientError
 
 from uhp_memories.adapters.dynamodb import keys
-from uhp_memories.adapters.dynamodb.items import grant_from, grant_item, memory_from, memory_item
+from uhp_memories.adapters.dynamodb.items import (
+    GRANTS_ATTRIBUTE,
+    GRANTS_VERSION,
+    ancestors_text,
+    grant_from,
+    grant_item,
+    grants_copy,
+    grants_from_copy,
+    memory_from,
+    memory_item,
+)
 from uhp_memories.adapters.dynamodb.schema import CHILDREN_INDEX, PRINCIPAL_INDEX
-from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, DynamoTable
+from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, Contended, DynamoTable
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.models import Grant, Memory
+from uhp_memories.domain.limits import MAX_TREE_DEPTH
+from uhp_memories.domain.models import PRIVILEGES, Grant, Memory
+
+# Tries of a grant change that lost the race for a memory's copy of its grants to another grant change.
+GRANT_WRITE_ATTEMPTS = 5
+PAD_ENTITY = "pad"
+# The most ancestors a memory can have: what padding item 0 lists.
+PAD_CHAIN = MAX_TREE_DEPTH - 1
 
 
 class DynamoMemoryRepository:
@@ -21,24 +50,56 @@ class DynamoMemoryRepository:
         return memory_from(item) if item and item.get("tenant") == tenant else None
 
     def get_with_grants(self, tenant: str, memory_id: str) -> tuple[Memory | None, list[Grant]]:
-        """One query of the memory's partition: its grants (G#...) sort just before its META item, and
-        no other kind of item sorts between them (keys.py); anything else is left out all the same."""
-        items = self._table.query(
-            "PK = :pk AND SK BETWEEN :grants AND :meta",
-            {":pk": keys.memory_pk(tenant, memory_id), ":grants": keys.GRANT_SK_PREFIX, ":meta": keys.META_SK},
-        )
-        memory: Memory | None = None
-        grants: list[Grant] = []
-        for item in items:
-            if item.get("tenant") != tenant:
-                continue
-            if item["SK"] == keys.META_SK:
-                memory = memory_from(item)
-            elif item["SK"].startswith(keys.GRANT_SK_PREFIX):
-                grants.append(grant_from(item))
-        if memory is None:
+        """One GetItem: the memory item holds a copy of its grants. An item written before it kept
+        one has them read from its partition, as they always were."""
+        item = self._table.get(keys.memory_pk(tenant, memory_id), keys.META_SK)
+        if not item or item.get("tenant") != tenant:
             return None, []  # grants left by a memory purged halfway grant nothing
-        return memory, _oldest_first(grants)
+        return memory_from(item), self._grants_of_item(tenant, item)
+
+    def get_many_with_grants(
+        self, tenant: str, memory_ids: Sequence[str], width: int
+    ) -> dict[str, tuple[Memory, list[Grant]]]:
+        """One BatchGetItem of the memories' items and as many of the tenant's padding items as bring
+        it to `width`. Every item read, padding included, is read into a memory with its grants, so
+        the work done does not depend on how many of them are memories. A padding item found missing
+        is written (_lay_pads)."""
+        wanted = list(dict.fromkeys(memory_ids))
+        pads = [keys.pad_pk(tenant, index) for index in range(max(0, width - len(wanted)))]
+        indexes = {pk: index for index, pk in enumerate(pads)}
+        items = self._table.get_many(
+            [(keys.memory_pk(tenant, memory_id), keys.META_SK) for memory_id in wanted]
+            + [(pk, keys.META_SK) for pk in pads]
+        )
+        found: dict[str, tuple[Memory, list[Grant]]] = {}
+        pads_read: set[str] = set()
+        asked = set(wanted)
+        for item in items:
+            memory, grants = memory_from(item), grants_from_copy(item)
+            if item.get("entity") == PAD_ENTITY:
+                pads_read.add(item["PK"])
+            elif item.get("tenant") == tenant and memory.id in asked:
+                found[memory.id] = (memory, grants if grants is not None else self.grants_on(tenant, memory.id))
+        missing = [indexes[pk] for pk in pads if pk not in pads_read]
+        if missing:
+            self._lay_pads(tenant, missing[:1])
+        return found
+
+    def _lay_pads(self, tenant: str, indexes: Sequence[int]) -> None:
+        """Write padding items (each always the same, so concurrent writers agree), one a read that
+        misses any: a tenant's first checks each pay one small write, as its first memories were
+        written one a request, instead of one check paying them all. A function that may only read
+        the table leaves them to the next one that may write. Until they are all there, batches read
+        fewer items: that costs the equal timing of those first checks, never an answer."""
+        try:
+            self._table.put_many([_pad_item(tenant, index) for index in indexes])
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "AccessDeniedException":
+                raise
+
+    def _grants_of_item(self, tenant: str, item: Mapping[str, Any]) -> list[Grant]:
+        copied = grants_from_copy(item)
+        return copied if copied is not None else self.grants_on(tenant, str(item["id"]))
 
     def children(self, tenant: str, parent_id: str) -> list[Memory]:
         items = self._table.query(
@@ -47,8 +108,9 @@ class DynamoMemoryRepository:
         return [memory_from(item) for item in items if item.get("tenant") == tenant]
 
     def create(self, memory: Memory, creator_grant: Grant) -> None:
+        item = {**memory_item(memory), GRANTS_ATTRIBUTE: grants_copy([creator_grant]), GRANTS_VERSION: 1}
         operations = [
-            self._table.put_op(memory_item(memory), "attribute_not_exists(PK)"),
+            self._table.put_op(item, "attribute_not_exists(PK)"),
             self._table.put_op(grant_item(creator_grant), "attribute_not_exists(PK)"),
         ]
         if memory.parent_id is not None:
@@ -58,7 +120,13 @@ class DynamoMemoryRepository:
         except ConditionFailed:
             raise TreeChanged(memory.parent_id) from None
 
-    def update(self, memory: Memory, expected_parent_id: str | None, parent_chain: Sequence[Memory]) -> None:
+    def update(
+        self,
+        memory: Memory,
+        expected_parent_id: str | None,
+        parent_chain: Sequence[Memory],
+        below: Sequence[Memory] = (),
+    ) -> None:
         values: dict[str, object] = {
             ":name": memory.name,
             ":description": memory.description,
@@ -72,6 +140,10 @@ class DynamoMemoryRepository:
         if memory.described_by is not None:
             assignments += ", described_by = :described_by"
             values[":described_by"] = memory.described_by
+        if memory.ancestors is not None and memory.parent_id != expected_parent_id:
+            # Written on a move only: a rename must not put back the chain a concurrent move replaced.
+            assignments += ", ancestors = :ancestors"
+            values[":ancestors"] = ancestors_text(memory.ancestors)
         if memory.parent_id is None:
             assignments += " REMOVE parent_id"
         else:
@@ -95,6 +167,18 @@ class DynamoMemoryRepository:
             node_condition = LIVE_MEMORY + " AND " + self._parent_is(node.parent_id, f":p{index}", node_values)
             operations.append(
                 self._table.check_op(keys.memory_pk(node.tenant, node.id), keys.META_SK, node_condition, node_values)
+            )
+        # A move carries the new ancestors of every memory below it, each still under the parent it was
+        # read under: the whole subtree's chains change with the move or not at all.
+        for node in below:
+            operations.append(
+                self._table.update_op(
+                    keys.memory_pk(node.tenant, node.id),
+                    keys.META_SK,
+                    "SET ancestors = :ancestors",
+                    condition="attribute_exists(PK) AND parent_id = :parent",
+                    values={":ancestors": ancestors_text(node.ancestors or ()), ":parent": node.parent_id},
+                )
             )
         try:
             self._table.transact(operations)
@@ -127,22 +211,44 @@ class DynamoMemoryRepository:
         return _oldest_first(grant_from(item) for item in items)
 
     def put_grant(self, grant: Grant) -> None:
-        try:
-            self._table.transact(
-                [
-                    self._table.put_op(grant_item(grant), "attribute_not_exists(PK)"),
-                    self._live_check(grant.tenant, grant.memory_id),
-                ]
-            )
-        except ConditionFailed:
-            raise TreeChanged(grant.memory_id) from None
+        """The grant item and the memory's copy of its grants, in one transaction on the condition
+        that the memory lives and no other grant change came between the read and the write."""
+        for _ in range(GRANT_WRITE_ATTEMPTS):
+            meta, grants = grants_in_partition(self._table, grant.tenant, grant.memory_id)
+            if meta is None or meta.get("deleting"):
+                raise TreeChanged(grant.memory_id)
+            try:
+                self._table.transact(
+                    [
+                        self._table.put_op(grant_item(grant), "attribute_not_exists(PK)"),
+                        grants_copy_op(self._table, meta, [*grants, grant], live=True),
+                    ]
+                )
+            except ConditionFailed as failed:
+                if 0 in failed.failed:
+                    raise TreeChanged(grant.memory_id) from None
+                continue  # another grant change, or the memory went: read again
+            except Contended:
+                continue
+            return
+        raise Contended(f"grants on memory {grant.memory_id} kept changing; try again")
 
     def delete_grant(self, tenant: str, memory_id: str, grant_id: str) -> bool:
-        try:
-            self._table.delete(keys.memory_pk(tenant, memory_id), keys.grant_sk(grant_id), "attribute_exists(PK)")
-        except ConditionFailed:
-            return False
-        return True
+        for _ in range(GRANT_WRITE_ATTEMPTS):
+            meta, grants = grants_in_partition(self._table, tenant, memory_id)
+            if all(g.id != grant_id for g in grants):
+                return False
+            pk = keys.memory_pk(tenant, memory_id)
+            operations = [self._table.delete_op(pk, keys.grant_sk(grant_id), "attribute_exists(PK)")]
+            if meta is not None:  # a memory purged halfway has no item left to keep a copy
+                remaining = [g for g in grants if g.id != grant_id]
+                operations.append(grants_copy_op(self._table, meta, remaining, live=False))
+            try:
+                self._table.transact(operations)
+            except (ConditionFailed, Contended):
+                continue  # deleted meanwhile, or another grant change came between: read again
+            return True
+        raise Contended(f"grants on memory {memory_id} kept changing; try again")
 
     def mark_deleting(self, tenant: str, memory_ids: Sequence[str]) -> None:
         ids = list(memory_ids)
@@ -178,3 +284,63 @@ class DynamoMemoryRepository:
 def _oldest_first(grants: Iterable[Grant]) -> list[Grant]:
     """Grants in the order they were made (the id breaks ties), as MemoryRepository lists them."""
     return sorted(grants, key=lambda g: (g.created_at, g.id))
+
+
+def grants_in_partition(table: DynamoTable, tenant: str, memory_id: str) -> tuple[dict[str, Any] | None, list[Grant]]:
+    """The memory item (None if gone) and every grant item on it, in one consistent query: its grants
+    (G#...) sort just before its META item, and no other kind of item sorts between them (keys.py)."""
+    items = table.query(
+        "PK = :pk AND SK BETWEEN :grants AND :meta",
+        {":pk": keys.memory_pk(tenant, memory_id), ":grants": keys.GRANT_SK_PREFIX, ":meta": keys.META_SK},
+    )
+    meta: dict[str, Any] | None = None
+    grants: list[Grant] = []
+    for item in items:
+        if item.get("tenant") != tenant:
+            continue
+        if item["SK"] == keys.META_SK:
+            meta = item
+        elif item["SK"].startswith(keys.GRANT_SK_PREFIX):
+            grants.append(grant_from(item))
+    return meta, _oldest_first(grants)
+
+
+def grants_copy_op(table: DynamoTable, meta: Mapping[str, Any], grants: Sequence[Grant], *, live: bool) -> dict:
+    """Rewrite a memory item's copy of its grants to `grants`, on the condition that its version is
+    still the one read with `meta` (no grant change came between), and that it lives if `live`."""
+    version = meta.get(GRANTS_VERSION)
+    values: dict[str, Any] = {":copy": grants_copy(grants), ":next": int(version or 0) + 1}
+    unchanged = f"attribute_not_exists({GRANTS_VERSION})"
+    if version is not None:
+        unchanged = f"{GRANTS_VERSION} = :version"
+        values[":version"] = version
+    condition = "attribute_exists(PK)"
+    if live:
+        condition = LIVE_MEMORY
+        values[":false"] = False
+    return table.update_op(
+        str(meta["PK"]),
+        keys.META_SK,
+        f"SET #grants = :copy, {GRANTS_VERSION} = :next",
+        condition=f"{condition} AND {unchanged}",
+        values=values,
+        names={"#grants": GRANTS_ATTRIBUTE},
+    )
+
+
+def _pad_item(tenant: str, index: int) -> dict[str, Any]:
+    """Padding item `index`: shaped and sized like a memory item with its creator's grant, listing
+    PAD_CHAIN - index ancestors (module doc), so reading one costs what reading that memory does; in
+    the children index under a parent no memory has (keys.pad_children_pk), so in no listing; marked as
+    what it is."""
+    when = 1_000_000_000_000  # as many digits as a memory's times
+    pad = Memory(
+        tenant=tenant, id=f"hpad_{index:032x}", name="padding", description="", parent_id=f"hmem_{index:032x}",
+        restricted=False, provider="native", created_by="user:padding", created_at=when, updated_at=when,
+        ancestors=tuple(f"hmem_{n:032x}" for n in range(max(0, PAD_CHAIN - index))),
+    )
+    grant = Grant(tenant, f"hgrt_{index:032x}", pad.id, "user:padding", PRIVILEGES, when, "user:padding", implicit=True)
+    item = memory_item(pad)
+    item.update(PK=keys.pad_pk(tenant, index), entity=PAD_ENTITY, GSI1PK=keys.pad_children_pk(tenant, index))
+    item.update({GRANTS_ATTRIBUTE: grants_copy([grant]), GRANTS_VERSION: 1})
+    return item

@@ -1,0 +1,67 @@
+"""An unseen memory's 404 takes as long as a missing one's (issue 27, item 9), through real HTTP: from one
+pair of requests, which of the two was slower says about as little as a coin would. The access check
+reads the same for both (tests/unit/test_access_reads.py counts it); this measures what a prober
+measures, on a loaded machine too: the pairs are interleaved in random order, so load hits both alike,
+and nothing here is bounded in milliseconds."""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+
+from tests.integration.conftest import Client, error_code
+from uhp_memories.domain.limits import MAX_TREE_DEPTH
+
+PAIRS = 300
+# Pairs before the count: a tenant's first checks lay its padding items (one a check), and the server
+# learns how long checks usually take (UsualPace) before it holds a not-found answer to that.
+WARM_UP = 60
+
+
+def chain(owner: Client, depth: int) -> list[str]:
+    ids: list[str] = []
+    for level in range(depth):
+        body = {"name": f"level {level + 1}"} | ({"parent_id": ids[-1]} if ids else {})
+        answer = owner.post("/v1/memories", body)
+        assert answer.status_code == 201, answer.text
+        ids.append(answer.json()["id"])
+    return ids
+
+
+def test_which_404_came_later_does_not_tell_an_unseen_deep_memory_from_a_missing_id(
+    alice: Client, bob: Client
+) -> None:
+    deepest = chain(alice, MAX_TREE_DEPTH)[-1]
+    missing = "hmem_" + secrets.token_hex(16)
+    paths = {"unseen": f"/v1/memories/{deepest}", "missing": f"/v1/memories/{missing}"}
+    bodies = {}
+    for name, path in paths.items():
+        answer = bob.get(path)
+        assert answer.status_code == 404, answer.text
+        assert error_code(answer) == "memory_not_found"
+        bodies[name] = answer.text.replace(deepest, "ID").replace(missing, "ID")
+    assert bodies["unseen"] == bodies["missing"]  # the same answer, the id aside
+
+    def timed(path: str) -> float:
+        start = time.perf_counter()
+        answer = bob.get(path)
+        elapsed = time.perf_counter() - start
+        assert answer.status_code == 404
+        return elapsed
+
+    order = random.Random(27)
+    for _ in range(WARM_UP):
+        timed(paths["unseen"])
+        timed(paths["missing"])
+    unseen_slower = 0
+    for _ in range(PAIRS):
+        names = ["unseen", "missing"]
+        order.shuffle(names)
+        took = {name: timed(paths[name]) for name in names}
+        unseen_slower += took["unseen"] > took["missing"]
+    share = unseen_slower / PAIRS
+    # Chance alone gives 50% +- 2.9% (one standard deviation at 300 pairs). Before the check read alike,
+    # the unseen memory (50 levels deep) was the slower one in every pair; reading alike but without the
+    # hold, in about 80% (what an item found costs the process beyond one not found).
+    assert 0.35 <= share <= 0.65, f"the unseen memory's 404 came later in {share:.0%} of {PAIRS} pairs"
