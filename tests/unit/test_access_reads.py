@@ -85,12 +85,11 @@ class DynamoWorld:
         return ids
 
     def lay_padding(self, who: Any) -> None:
-        """Checks of missing ids until the tenant's padding items are all laid (one a check)."""
-        for _ in range(CHAIN_READ_WIDTH + 2):
-            calls, _ = self.reads_of_a_check(who, MISSING)
-            if all(c.operation == "batch_get_item" for c in calls):
-                return
-        raise AssertionError("the padding items were not all laid")
+        """The tenant's padding items are all there (laid by its first memory's creation): a check of a
+        missing id reads the full width, and writes nothing (a read never does)."""
+        calls, _ = self.reads_of_a_check(who, MISSING)
+        assert [(c.operation, c.items) for c in calls] == [
+            ("batch_get_item", 1), ("batch_get_item", CHAIN_READ_WIDTH + 1)], calls
 
     def reads_of_a_check(self, who: Any, memory_id: str) -> tuple[list[Call], bool]:
         """The DynamoDB calls one access check makes (a request's first check of an id it was given),
@@ -182,10 +181,12 @@ def test_the_padding_items_are_no_memories_and_in_no_listing(dynamo: DynamoWorld
     assert [v.memory.id for v in listed.items] == [root]
     assert [m.id for m in dynamo.ports.memories.children(ALICE.tenant, "ROOT")] == [root]  # the roots
     assert dynamo.ports.memories.get_many_with_grants(ALICE.tenant, [], CHAIN_READ_WIDTH) == {}
-    # Another tenant's check lays its own and reads none of these.
+    # Another tenant reads none of these; its first memory lays its own.
     other = caller("user:alice", tenant="globex")
     first, _ = dynamo.reads_of_a_check(other, MISSING)
     assert first[0] == Call("batch_get_item", 0, 0)  # none of acme's
+    assert all(c.operation == "batch_get_item" for c in first)  # a read writes nothing
+    dynamo.memories.create(other, name="globex's first")
     dynamo.lay_padding(other)
     calls, _ = dynamo.reads_of_a_check(other, root)
     assert [c.items for c in calls] == [1, CHAIN_READ_WIDTH + 1]

@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.items import (
     GRANTS_ATTRIBUTE,
@@ -39,6 +37,8 @@ GRANT_WRITE_ATTEMPTS = 5
 PAD_ENTITY = "pad"
 # The most ancestors a memory can have: what padding item 0 lists.
 PAD_CHAIN = MAX_TREE_DEPTH - 1
+# How many padding items a tenant has: the widest read, a missing id's (domain/access.py CHAIN_READ_WIDTH + 1).
+PAD_COUNT = MAX_TREE_DEPTH
 
 
 class DynamoMemoryRepository:
@@ -62,40 +62,32 @@ class DynamoMemoryRepository:
     ) -> dict[str, tuple[Memory, list[Grant]]]:
         """One BatchGetItem of the memories' items and as many of the tenant's padding items as bring
         it to `width`. Every item read, padding included, is read into a memory with its grants, so
-        the work done does not depend on how many of them are memories. A padding item found missing
-        is written (_lay_pads)."""
+        the work done does not depend on how many of them are memories. A read never writes (the
+        functions that only read may not: infra/catalog.py): the padding is laid by memory writes
+        (_lay_pads)."""
         wanted = list(dict.fromkeys(memory_ids))
         pads = [keys.pad_pk(tenant, index) for index in range(max(0, width - len(wanted)))]
-        indexes = {pk: index for index, pk in enumerate(pads)}
         items = self._table.get_many(
             [(keys.memory_pk(tenant, memory_id), keys.META_SK) for memory_id in wanted]
             + [(pk, keys.META_SK) for pk in pads]
         )
         found: dict[str, tuple[Memory, list[Grant]]] = {}
-        pads_read: set[str] = set()
         asked = set(wanted)
         for item in items:
             memory, grants = memory_from(item), grants_from_copy(item)
-            if item.get("entity") == PAD_ENTITY:
-                pads_read.add(item["PK"])
-            elif item.get("tenant") == tenant and memory.id in asked:
+            if item.get("entity") != PAD_ENTITY and item.get("tenant") == tenant and memory.id in asked:
                 found[memory.id] = (memory, grants if grants is not None else self.grants_on(tenant, memory.id))
-        missing = [indexes[pk] for pk in pads if pk not in pads_read]
-        if missing:
-            self._lay_pads(tenant, missing[:1])
         return found
 
-    def _lay_pads(self, tenant: str, indexes: Sequence[int]) -> None:
-        """Write padding items (each always the same, so concurrent writers agree), one a read that
-        misses any: a tenant's first checks each pay one small write, as its first memories were
-        written one a request, instead of one check paying them all. A function that may only read
-        the table leaves them to the next one that may write. Until they are all there, batches read
-        fewer items: that costs the equal timing of those first checks, never an answer."""
-        try:
-            self._table.put_many([_pad_item(tenant, index) for index in indexes])
-        except ClientError as error:
-            if error.response["Error"]["Code"] != "AccessDeniedException":
-                raise
+    def _lay_pads(self, tenant: str) -> None:
+        """Write the tenant's padding items unless they are there (each always the same, so concurrent
+        writers agree; the last one written last, so it being there says all are). Laid by a memory's
+        creation: a tenant has a memory to hide only once one was created, and the functions that only
+        read never write. A tenant whose memories predate the padding gets it with its next memory."""
+        last = PAD_COUNT - 1
+        if self._table.get(keys.pad_pk(tenant, last), keys.META_SK):
+            return
+        self._table.put_many([_pad_item(tenant, index) for index in range(PAD_COUNT)])
 
     def _grants_of_item(self, tenant: str, item: Mapping[str, Any]) -> list[Grant]:
         copied = grants_from_copy(item)
@@ -119,6 +111,7 @@ class DynamoMemoryRepository:
             self._table.transact(operations)
         except ConditionFailed:
             raise TreeChanged(memory.parent_id) from None
+        self._lay_pads(memory.tenant)
 
     def update(
         self,
