@@ -270,7 +270,7 @@ def test_every_answer_over_http_agrees_with_the_reference_model(local_aws: Local
         def driver(self) -> Driver:
             return HttpDriver(local_aws, gateway)  # a tenant of its own, purged at the example's end
 
-    run_state_machine_as_test(OverHttp, settings=settings(SETTINGS, max_examples=10, stateful_step_count=15))
+    run_state_machine_as_test(OverHttp, settings=settings(SETTINGS, max_examples=6, stateful_step_count=15))
 
 
 def test_every_answer_over_mcp_agrees_with_the_reference_model(local_aws: LocalAws, gateway: LocalGateway) -> None:
@@ -282,4 +282,4 @@ def test_every_answer_over_mcp_agrees_with_the_reference_model(local_aws: LocalA
             """Not an invariant here: it asks over REST, as the test above does after every step; the
             steps' own answers are what MCP adds, and its time goes to them."""
 
-    run_state_machine_as_test(OverMcp, settings=settings(SETTINGS, max_examples=10, stateful_step_count=15))
+    run_state_machine_as_test(OverMcp, settings=settings(SETTINGS, max_examples=6, stateful_step_count=15))

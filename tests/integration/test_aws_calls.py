@@ -176,7 +176,7 @@ def test_no_write_or_recall_calls_a_store_once_per_record(alice: Client, calls: 
         calls.clear()
         post(alice, f"{base}/observe", {"episodes": [{"content": f"episode {n} of {size}"} for n in range(size)]})
         made = calls.made
-        assert made["DynamoDB main"] == Counter({"Query": 1, "TransactWriteItems": 1})
+        assert made["DynamoDB main"] == Counter({"BatchGetItem": 2, "TransactWriteItems": 1})  # access + write
         assert made["search index"] == Counter({"index": 1})
         assert made["embedder"] == Counter({"InvokeModel": size})  # Bedrock embeds one text a call
     for limit in (3, 30):
@@ -184,7 +184,7 @@ def test_no_write_or_recall_calls_a_store_once_per_record(alice: Client, calls: 
         answer = post(alice, f"{base}/recall", {"query": "episode", "text": "episode", "limit": limit})
         assert len(answer["results"]) == limit
         made = calls.made
-        assert made["DynamoDB main"]["BatchGetItem"] == 1
+        assert made["DynamoDB main"]["BatchGetItem"] == 3  # two for access, one read-back of every hit
         assert "GetItem" not in made["DynamoDB main"]
         assert sum(made["search index"].values()) <= 2
         assert made["embedder"] == Counter({"InvokeModel": 1})
