@@ -93,9 +93,9 @@ def turn_versions(memory_id: str, turns: Sequence[locomo.Turn]) -> list[Any]:
 def ask_all(embedder: Any, conversations: Sequence[locomo.Conversation]) -> list[Asked]:
     """Every question of recall_locomo.abstain_questions asked of its memory as an agent asks (a
     query alone, with its words, at the default limit), and whether it names someone unknown there."""
-    from uhp_memories.domain.recall import RECALL_LIMIT_DEFAULT, RecallInput, best_similarity, named_words
-    from uhp_memories.search.embedded import EmbeddedSearchIndex
-    from uhp_memories.search.engine import RecallEngine
+    from uhp_memories.domain.recall.engine import RecallEngine
+    from uhp_memories.domain.recall.service import RECALL_LIMIT_DEFAULT, RecallInput, best_similarity, named_words
+    from uhp_memories.local.embedded import EmbeddedSearchIndex
 
     engine = RecallEngine(
         EmbeddedSearchIndex(":memory:", model_id=embedder.model_id, dimensions=embedder.dimensions), embedder
@@ -127,7 +127,7 @@ def threshold_by_rule(answerable: Sequence[float], target: float = TARGET) -> fl
 
 def choose(asked: Sequence[Asked], target: float = TARGET) -> Any:
     """The calibration the rule gives on these questions (recall.Calibration)."""
-    from uhp_memories.domain.recall import Calibration
+    from uhp_memories.domain.recall.service import Calibration
 
     answerable = [a for a in asked if a.kind == "answerable"]
     threshold = threshold_by_rule([a.similarity for a in answerable], target)
@@ -142,7 +142,7 @@ def choose(asked: Sequence[Asked], target: float = TARGET) -> Any:
 
 
 def _abstains(calibration: Any, asked: Asked) -> bool:
-    from uhp_memories.domain.recall import ABSTAIN_BELOW
+    from uhp_memories.domain.recall.service import ABSTAIN_BELOW
 
     return bool(calibration.score(asked.similarity, asked.unknown_name) < ABSTAIN_BELOW)
 
@@ -246,7 +246,7 @@ def render(result: dict[str, Any]) -> list[str]:
 
 def run(data: Path) -> dict[str, Any]:
     """The calibration for all-MiniLM-L6-v2 as local mode runs it, written to RESULT (make bench-recall)."""
-    from uhp_memories.search.minilm import MiniLmEmbedder
+    from uhp_memories.local.minilm import MiniLmEmbedder
 
     result = calibrate(MiniLmEmbedder(), locomo.load_locomo(data))
     RESULT.parent.mkdir(parents=True, exist_ok=True)
@@ -265,7 +265,7 @@ def main() -> int:
     if args.titan:
         import boto3
 
-        from uhp_memories.search.bedrock import TitanEmbedder
+        from uhp_memories.adapters.bedrock.embedder import TitanEmbedder
 
         bedrock = boto3.client("bedrock-runtime", region_name=args.region)
         embedder = TitanEmbedder(bedrock, dimensions=args.dimensions)

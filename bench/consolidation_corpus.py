@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import recall_locomo as locomo
 
-from uhp_memories.domain import merging
+from uhp_memories.domain.consolidation import merging
 from uhp_memories.domain.models import RecordVersion
 
 COMPANIES = ["Acme", "Globex", "Initech", "Umbrella", "Hooli", "Stark", "Wayne", "Wonka", "Tyrell", "Cyberdyne",

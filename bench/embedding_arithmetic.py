@@ -33,7 +33,7 @@ sys.path[:0] = [str(ROOT / "layers" / "core"), str(ROOT / "tests" / "unit")]
 
 from test_minilm import AGREEMENT_TEXTS  # noqa: E402
 
-from uhp_memories.search.minilm import MODEL_DISTRIBUTION, MODEL_FILE, MiniLmEmbedder, installed_file  # noqa: E402
+from uhp_memories.local.minilm import MODEL_DISTRIBUTION, MODEL_FILE, MiniLmEmbedder, installed_file  # noqa: E402
 
 
 def earlier_embedder(rev: str) -> Any | None:

@@ -7,7 +7,7 @@ project's venv or `make test`.
 mem0 runs as a new user would run it without a hosted LLM: `Memory()` with its local vector store
 (Qdrant's embedded mode, in memory; the history in SQLite in a temporary folder), every write with
 `infer=False` (each message stored as it is, no LLM), and our own embedder,
-all-MiniLM-L6-v2 int8 (uhp_memories.search.minilm), wrapped as a mem0 custom embedder, so both
+all-MiniLM-L6-v2 int8 (uhp_memories.local.minilm), wrapped as a mem0 custom embedder, so both
 sides embed the same texts with the same model and arithmetic. Nothing reaches the network:
 telemetry off, the OpenAI LLM and embedder that `Memory()` builds by default are never called
 (a placeholder key satisfies their constructors). mem0's hybrid keyword signal needs fastembed's
@@ -59,7 +59,7 @@ def build(folder: str, embedder: Any = None) -> Any:
     is loaded once and shared by every Memory of the process)."""
     from mem0 import Memory
 
-    from uhp_memories.search.minilm import DIMENSIONS
+    from uhp_memories.local.minilm import DIMENSIONS
 
     Path(folder).mkdir(parents=True, exist_ok=True)
     memory = Memory.from_config(
@@ -83,7 +83,7 @@ def build(folder: str, embedder: Any = None) -> Any:
 def our_minilm() -> Any:
     from mem0.embeddings.base import EmbeddingBase
 
-    from uhp_memories.search.minilm import MiniLmEmbedder
+    from uhp_memories.local.minilm import MiniLmEmbedder
 
     class OurMiniLm(EmbeddingBase):  # mem0's custom-embedder interface over our embedder
         def __init__(self) -> None:

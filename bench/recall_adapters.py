@@ -23,14 +23,14 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import recall_locomo as locomo  # noqa: E402
 
-import uhp_memories.search.opensearch as opensearch  # noqa: E402
+import uhp_memories.adapters.opensearch as opensearch  # noqa: E402
 from tests.contract.opensearch_fake import FakeOpenSearch  # noqa: E402
 from uhp_memories.adapters.system import RandomIds  # noqa: E402
+from uhp_memories.domain.recall.ports import Fusion, SearchDocument, SearchRequest  # noqa: E402
+from uhp_memories.domain.recall.ranking import rank  # noqa: E402
 from uhp_memories.domain.timefmt import format_ms  # noqa: E402
-from uhp_memories.search.embedded import EmbeddedSearchIndex  # noqa: E402
-from uhp_memories.search.minilm import MiniLmEmbedder  # noqa: E402
-from uhp_memories.search.ports import Fusion, SearchDocument, SearchRequest  # noqa: E402
-from uhp_memories.search.ranking import rank  # noqa: E402
+from uhp_memories.local.embedded import EmbeddedSearchIndex  # noqa: E402
+from uhp_memories.local.minilm import MiniLmEmbedder  # noqa: E402
 
 T0 = 1_700_000_000_000
 PER_OBSERVE = 20  # episodes sharing one written_at, as one observe call writes them

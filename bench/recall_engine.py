@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from uhp_memories.domain.filters import parse_filter
+from uhp_memories.domain.recall import ranking
+from uhp_memories.domain.recall.fusion import STOPWORDS
+from uhp_memories.domain.recall.ports import SearchDocument, SearchRequest
 from uhp_memories.domain.timefmt import format_ms
-from uhp_memories.search import ranking
-from uhp_memories.search.embedded import EmbeddedSearchIndex
-from uhp_memories.search.fusion import STOPWORDS
-from uhp_memories.search.ports import SearchDocument, SearchRequest
+from uhp_memories.local.embedded import EmbeddedSearchIndex
 
 DIMS = 384
 TENANT, MEMORY = "bench", "hmem_" + "0" * 32

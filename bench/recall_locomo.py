@@ -383,7 +383,7 @@ class Run:
 
 
 def quality(data_path: Path, with_mem0: bool = True) -> dict[str, Any]:
-    from uhp_memories.search.ports import Fusion
+    from uhp_memories.domain.recall.ports import Fusion
 
     conversations = load_locomo(data_path)
     default = Fusion()
@@ -548,7 +548,7 @@ def abstain_and_latency(
     best `query` similarity among the returned hits (what AbstainPolicy reads) is taken from the
     engine in process, for the trade-off curve of the threshold. mem0's search of the same question
     (top 10) is asked right beside our default request, which of the two goes first alternating."""
-    from uhp_memories.domain.recall import AbstainPolicy, best_similarity
+    from uhp_memories.domain.recall.service import AbstainPolicy, best_similarity
 
     api = local.api
     policy = AbstainPolicy()
@@ -665,7 +665,7 @@ def run_side(data_path: Path, search_url: str | None) -> dict[str, Any]:
         out["quality"] = summarise(per_question)
         out["recall"] = latency(api.calls["recall"])
         if search is not None:
-            from uhp_memories.search.opensearch import connect
+            from uhp_memories.adapters.opensearch import connect
 
             connect(search_url or "").indices.delete(index=search.search_index, ignore=[404])
     return out

@@ -16,9 +16,9 @@ from pydantic import BaseModel
 
 from uhp_memories import bootstrap
 from uhp_memories.api import observability
-from uhp_memories.domain.consolidation import ConsolidationService
-from uhp_memories.domain.observing import ObserveService
-from uhp_memories.domain.removal import RemovalService
+from uhp_memories.domain.consolidation.service import ConsolidationService
+from uhp_memories.domain.observing.service import ObserveService
+from uhp_memories.domain.removal.service import RemovalService
 from uhp_memories.workflows import STEPS
 from uhp_memories.workflows import state as s
 

@@ -29,17 +29,17 @@ from tests.fakes import (
     InMemoryScheduleRepository,
     InMemoryTypeRepository,
 )
-from uhp_memories.domain.consolidation import RunRepository
-from uhp_memories.domain.files import FileRepository, ObjectStore
-from uhp_memories.domain.harnesses import AttachmentRepository
-from uhp_memories.domain.jobs import JobRepository
-from uhp_memories.domain.prime import PinRepository, PlacementRepository
-from uhp_memories.domain.queries import QueryRepository
-from uhp_memories.domain.removal import CachedResponses
-from uhp_memories.domain.schedules import ScheduleRepository
-from uhp_memories.domain.tree import PathRepository
-from uhp_memories.domain.types import TypeRepository
-from uhp_memories.ports import KeyRepository, MemoryRepository, RecordRepository
+from uhp_memories.domain.agents.harnesses import AttachmentRepository
+from uhp_memories.domain.agents.prime import PinRepository, PlacementRepository
+from uhp_memories.domain.consolidation.schedules import ScheduleRepository
+from uhp_memories.domain.consolidation.service import RunRepository
+from uhp_memories.domain.files.service import FileRepository, ObjectStore
+from uhp_memories.domain.files.tree import PathRepository
+from uhp_memories.domain.jobs.service import JobRepository
+from uhp_memories.domain.ports import KeyRepository, MemoryRepository, RecordRepository
+from uhp_memories.domain.queries.service import QueryRepository
+from uhp_memories.domain.removal.service import CachedResponses
+from uhp_memories.domain.types.service import TypeRepository
 
 REGION = "us-east-1"
 

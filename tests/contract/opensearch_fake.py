@@ -429,7 +429,7 @@ def opensearch_client(backend: str) -> Any:
     if backend == "opensearch-fake":
         return FakeOpenSearch()
     from tests import opensearch_node
-    from uhp_memories.search.opensearch import connect
+    from uhp_memories.adapters.opensearch import connect
 
     return connect(
         opensearch_node.url(),

@@ -13,15 +13,14 @@ import pytest
 
 from tests.contract.opensearch_fake import opensearch_client
 from tests.unit.conftest import World, caller, make_world
+from uhp_memories.adapters.opensearch import OpenSearchIndex, free_query
+from uhp_memories.adapters.opensearch.free_query import FreeQueries
 from uhp_memories.domain.errors import MemoryInvalid
-from uhp_memories.domain.queries import QueryService
-from uhp_memories.domain.recall import RecallService
-from uhp_memories.domain.records import RecordInput, RecordService
-from uhp_memories.search import free_query
-from uhp_memories.search.engine import RecallEngine
-from uhp_memories.search.free_query import FreeQueries
-from uhp_memories.search.hashing import HashingEmbedder
-from uhp_memories.search.opensearch import OpenSearchIndex
+from uhp_memories.domain.queries.service import QueryService
+from uhp_memories.domain.recall.engine import RecallEngine
+from uhp_memories.domain.recall.service import RecallService
+from uhp_memories.domain.records.service import RecordInput, RecordService
+from uhp_memories.local.hashing import HashingEmbedder
 
 ALICE, MALLORY = caller("user:alice"), caller("user:mallory")
 OTHER_TENANT = caller("user:alice", tenant="globex")

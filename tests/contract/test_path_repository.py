@@ -12,8 +12,7 @@ import pytest
 from tests.contract.builders import ACME, GLOBEX, add, at, first, forgotten, revision, rid
 from tests.contract.conftest import Repositories
 from uhp_memories.domain.errors import StaleVersion, TreeChanged
-from uhp_memories.domain.models import RecordVersion
-from uhp_memories.domain.paths import (
+from uhp_memories.domain.files.paths import (
     FIRST_EPOCH,
     Conflict,
     JournalHead,
@@ -22,6 +21,7 @@ from uhp_memories.domain.paths import (
     PathConflict,
     PathEntry,
 )
+from uhp_memories.domain.models import RecordVersion
 
 TEXT = "---\ndescription: Language\n---\n- Reply in English.\n"
 

@@ -7,8 +7,8 @@ import pytest
 
 from tests.contract.builders import ACME, GLOBEX, add, mid, rid
 from tests.contract.conftest import Repositories
+from uhp_memories.domain.agents.prime import Pin, PlacedMemory, Placement
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.prime import Pin, PlacedMemory, Placement
 
 
 def pin(n: int) -> Pin:

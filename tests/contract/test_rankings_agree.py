@@ -24,13 +24,13 @@ from typing import Any
 import pytest
 
 from tests.contract.opensearch_fake import SEARCH_BACKENDS, opensearch_client
+from uhp_memories.adapters.opensearch import OpenSearchIndex
+from uhp_memories.adapters.opensearch import index as opensearch_index
 from uhp_memories.domain.filters import parse_filter
+from uhp_memories.domain.recall.ports import Fusion, Hit, SearchDocument, SearchIndex, SearchRequest
+from uhp_memories.domain.recall.ranking import rank
 from uhp_memories.domain.timefmt import format_ms
-from uhp_memories.search.embedded import EmbeddedSearchIndex
-from uhp_memories.search.opensearch import OpenSearchIndex
-from uhp_memories.search.opensearch import index as opensearch_index
-from uhp_memories.search.ports import Fusion, Hit, SearchDocument, SearchIndex, SearchRequest
-from uhp_memories.search.ranking import rank
+from uhp_memories.local.embedded import EmbeddedSearchIndex
 
 MODEL, DIMS = "contract-random-16", 16
 TENANT, MEMORY, OTHER = "acme", "hmem_" + "a" * 32, "hmem_" + "b" * 32

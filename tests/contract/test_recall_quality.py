@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from tests.contract.opensearch_fake import SEARCH_BACKENDS, opensearch_client
+from uhp_memories.adapters.opensearch import OpenSearchIndex
 from uhp_memories.domain.filters import parse_filter
+from uhp_memories.domain.recall.ports import CONTEXT, Fusion, SearchDocument, SearchIndex, SearchRequest
+from uhp_memories.domain.recall.ranking import rank
 from uhp_memories.domain.timefmt import format_ms
-from uhp_memories.search.embedded import EmbeddedSearchIndex
-from uhp_memories.search.hashing import HashingEmbedder
-from uhp_memories.search.opensearch import OpenSearchIndex
-from uhp_memories.search.ports import CONTEXT, Fusion, SearchDocument, SearchIndex, SearchRequest
-from uhp_memories.search.ranking import rank
+from uhp_memories.local.embedded import EmbeddedSearchIndex
+from uhp_memories.local.hashing import HashingEmbedder
 
 EMBEDDER = HashingEmbedder(64)
 TENANT, MEMORY = "acme", "hmem_" + "a" * 32
@@ -194,8 +194,8 @@ def test_fusion_settings_are_checked() -> None:
 
 
 def test_the_abstain_threshold_is_the_one_calibrated_for_the_model() -> None:
-    from uhp_memories.domain.recall import UNCALIBRATED_SIMILARITY, AbstainPolicy, Calibration, RecallInput
-    from uhp_memories.search.minilm import MODEL_ID
+    from uhp_memories.domain.recall.service import UNCALIBRATED_SIMILARITY, AbstainPolicy, Calibration, RecallInput
+    from uhp_memories.local.minilm import MODEL_ID
 
     # The figures calibrated on the LoCoMo dev set (docs/decisions.md, "Recall"; docs/benchmarks.md),
     # written out: a change of the table they live in must show here.

@@ -7,8 +7,8 @@ import pytest
 
 from tests.contract.builders import ACME, GLOBEX, T0, add, mid
 from tests.contract.conftest import Repositories
+from uhp_memories.domain.consolidation.schedules import Schedule
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.schedules import Schedule
 
 
 def schedule(memory_id: str, every: int = 60, budget: int | None = None, tenant: str = ACME) -> Schedule:

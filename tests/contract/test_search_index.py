@@ -26,11 +26,12 @@ from hypothesis import strategies as st
 from tests.contract.opensearch_fake import SEARCH_BACKENDS, opensearch_client
 from uhp_memories.domain.filters import matches, parse_filter
 from uhp_memories.domain.models import RecordVersion
+from uhp_memories.domain.recall.engine import RecallEngine
+from uhp_memories.domain.recall.errors import EmbeddingModelMismatch
+from uhp_memories.domain.recall.ports import Fusion, SearchDocument, SearchIndex, SearchRequest
+from uhp_memories.domain.recall.ranking import rank
 from uhp_memories.domain.timefmt import format_ms
-from uhp_memories.search import EmbeddingModelMismatch, Fusion, RecallEngine, SearchDocument, SearchRequest
-from uhp_memories.search.hashing import HashingEmbedder
-from uhp_memories.search.ports import SearchIndex
-from uhp_memories.search.ranking import rank
+from uhp_memories.local.hashing import HashingEmbedder
 
 EMBEDDER = HashingEmbedder(64)
 TENANT, OTHER_TENANT = "acme", "globex"
@@ -107,7 +108,7 @@ class Backend:
 
 def open_backend(name: str, tmp: Path) -> Iterator[Backend]:
     if name == "embedded":
-        from uhp_memories.search.embedded import EmbeddedSearchIndex
+        from uhp_memories.local.embedded import EmbeddedSearchIndex
 
         opened: list[EmbeddedSearchIndex] = []
 
@@ -121,7 +122,7 @@ def open_backend(name: str, tmp: Path) -> Iterator[Backend]:
             index.close()
         return
 
-    from uhp_memories.search.opensearch import OpenSearchIndex
+    from uhp_memories.adapters.opensearch import OpenSearchIndex
 
     client = opensearch_client(name)
     index_name = f"uhp-contract-{uuid.uuid4().hex[:12]}"

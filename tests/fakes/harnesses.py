@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tests.fakes.tree import InMemoryMemoryRepository
+from uhp_memories.domain.agents.harnesses import AttachmentsChanged, HarnessList
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.harnesses import AttachmentsChanged, HarnessList
 from uhp_memories.domain.models import Attachment, Grant
 
 

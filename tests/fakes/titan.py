@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
-from uhp_memories.search.hashing import HashingEmbedder
+from uhp_memories.local.hashing import HashingEmbedder
 
 TITAN_MAX_TOKENS = 8_192
 TITAN_MAX_CHARACTERS = 50_000

@@ -12,8 +12,8 @@ from typing import Any
 
 from tests.fakes.paths import InMemoryPathRepository
 from uhp_memories.domain.errors import AlreadyExists, SourceGone, StaleVersion, TreeChanged
+from uhp_memories.domain.files.paths import PathCondition
 from uhp_memories.domain.models import Grant, Memory, RecordVersion, Snapshot
-from uhp_memories.domain.paths import PathCondition
 
 
 class InMemoryMemoryRepository:

@@ -48,11 +48,11 @@ from tests.infra.attribution import Attribution, attribute_calls
 from tests.infra.conftest import Synth, as_list, render
 from tests.integration.conftest import Client, answering_at_once, purge_tenant
 from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE, KEYS_TABLE, MAIN_TABLE
+from uhp_memories.adapters.opensearch import OpenSearchIndex, connect
+from uhp_memories.adapters.opensearch.free_query import FreeQueries
 from uhp_memories.api.routes import FUNCTIONS, ROUTES
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
-from uhp_memories.search.free_query import FreeQueries
-from uhp_memories.search.opensearch import OpenSearchIndex, connect
 
 INDEX = "uhp-recall-v1"  # the production stage's search.index_name
 SEARCH_PORT = ("index", "get", "delete", "delete_memory", "candidates", "mentioned", "similarities", "log_around")

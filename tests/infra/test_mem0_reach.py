@@ -28,7 +28,7 @@ import requests
 from infra.catalog import FUNCTION_ACCESS
 from tests.infra.attribution import Attribution, attribute_calls
 from tests.integration.conftest import Client, purge_tenant
-from uhp_memories.domain.providers import Providers
+from uhp_memories.domain.providers.ports import Providers
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
 

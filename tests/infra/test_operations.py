@@ -31,9 +31,9 @@ from tests.infra.conftest import Synth, render, synthesize
 from tests.infra.test_stack import environment, lambda_id, role_permissions
 from tests.integration.conftest import Client, purge_tenant
 from uhp_memories.api import observability
+from uhp_memories.domain.recall.errors import SearchUnavailable
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
-from uhp_memories.search.errors import SearchUnavailable
 
 
 @pytest.fixture(scope="module")
@@ -309,8 +309,8 @@ def test_the_index_a_function_creates_has_the_stages_shards(prod: Synth, monkeyp
     """The stage's search.shards, through the function's environment and its settings, to the index it
     creates on a domain that has none yet."""
     from uhp_memories import bootstrap
-    from uhp_memories.search.opensearch import connect
-    from uhp_memories.search.ports import SearchDocument
+    from uhp_memories.adapters.opensearch import connect
+    from uhp_memories.domain.recall.ports import SearchDocument
     from uhp_memories.settings import Settings
 
     handler = type("Handler", (CreatesTheIndex,), {"created": []})

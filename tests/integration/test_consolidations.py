@@ -210,7 +210,7 @@ def test_a_run_merges_near_duplicates_supersedes_restatements_and_expires_and_re
 def test_a_run_is_many_bounded_steps_of_the_state_machine(alice: Client, monkeypatch: Any) -> None:
     """Each step reads at most STEP_RECORDS records; the state machine runs another while the run answers
     running. (The gateway runs in this process, so the bound can be made small here.)"""
-    from uhp_memories.domain import consolidation
+    from uhp_memories.domain.consolidation import service as consolidation
 
     steps: list[int] = []
     real = consolidation.ConsolidationService.consolidate

@@ -13,7 +13,7 @@ import pytest
 
 from tests.integration.conftest import Client, ClientFactory, error_code
 from tests.loopback_chat import LoopbackChat, completion, json_reply
-from uhp_memories.derivation.openai_compat import OpenAICompatDeriver
+from uhp_memories.adapters.openai_compat import OpenAICompatDeriver
 from uhp_memories.local.moto_env import LocalAws
 
 

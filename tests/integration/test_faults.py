@@ -15,8 +15,8 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from tests.integration.conftest import Client, error_code
 from uhp_memories.admin import reindex
+from uhp_memories.domain.recall.errors import SearchUnavailable
 from uhp_memories.local.moto_env import LocalAws
-from uhp_memories.search.errors import SearchUnavailable
 
 
 def aws_error(code: str, operation: str, **extra: Any) -> ClientError:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Client, ClientFactory, error_code
-from uhp_memories.providers.mem0 import mem0_id_of
+from uhp_memories.adapters.mem0 import mem0_id_of
 
 
 def providers(client: Client) -> dict[str, dict[str, Any]]:

@@ -24,9 +24,9 @@ from tests.integration.serve_process import ServeProcess
 from tests.integration.test_mcp import call, tool_names
 from tests.integration.test_queries import OPEN_DEALS
 from tests.integration.test_recall import FACTS, contents, recall, seeded
+from uhp_memories.adapters.opensearch import connect, doc_id
 from uhp_memories.domain.capabilities import native_provider
 from uhp_memories.domain.fence import unwrap
-from uhp_memories.search.opensearch import connect, doc_id
 
 
 @dataclass

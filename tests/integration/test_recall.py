@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Client, ClientFactory, error_code
+from uhp_memories.domain.recall.errors import SearchUnavailable
 from uhp_memories.local.moto_env import LocalAws
-from uhp_memories.search.errors import SearchUnavailable
 
 FACTS = [
     "Acme renews its contract in March and wants the annual discount kept.",

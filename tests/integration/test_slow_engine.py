@@ -20,9 +20,9 @@ import pytest
 from tests.fakes.titan import FakeTitan, StalledEndpoint
 from tests.integration.conftest import Client, error_code
 from uhp_memories import bootstrap
+from uhp_memories.adapters.opensearch.bounded import DeadlineConnection
 from uhp_memories.local import gateway
 from uhp_memories.local.moto_env import LocalAws
-from uhp_memories.search.opensearch.bounded import DeadlineConnection
 
 # What each function call has left as it starts: its deadline falls SAFETY_MARGIN_SECONDS (2 s)
 # before, a second in.

@@ -15,16 +15,16 @@ from tests.fakes import (
     InMemoryRecordRepository,
     InMemoryWorkflowRunner,
 )
+from uhp_memories.domain.access.grants import GrantService
+from uhp_memories.domain.agents.harnesses import HarnessList
 from uhp_memories.domain.context import Ports
-from uhp_memories.domain.derivation import Deriver
-from uhp_memories.domain.grants import GrantService
-from uhp_memories.domain.harnesses import HarnessList
-from uhp_memories.domain.memories import MemoryService
+from uhp_memories.domain.memories.service import MemoryService
 from uhp_memories.domain.models import Attachment, Caller
-from uhp_memories.domain.observing import ObserveService
-from uhp_memories.domain.providers import NATIVE_ONLY, Providers
-from uhp_memories.domain.records import RecordService
-from uhp_memories.domain.removal import RemovalService, Retention
+from uhp_memories.domain.observing.derivation import Deriver
+from uhp_memories.domain.observing.service import ObserveService
+from uhp_memories.domain.providers.ports import NATIVE_ONLY, Providers
+from uhp_memories.domain.records.service import RecordService
+from uhp_memories.domain.removal.service import RemovalService, Retention
 
 
 class FakeClock:

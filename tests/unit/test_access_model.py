@@ -53,7 +53,8 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invar
 
 from tests.fakes import InMemoryMemoryRepository, InMemoryQueryRepository, InMemoryTypeRepository
 from tests.unit.conftest import caller, make_world
-from uhp_memories.domain.builtin_types import BUILTIN_TYPES
+from uhp_memories.adapters.mem0 import Mem0Provider, Mem0Settings, connect
+from uhp_memories.domain.agents.harnesses import Attachment, HarnessService
 from uhp_memories.domain.errors import (
     DomainError,
     MemoriesNotAttached,
@@ -63,19 +64,18 @@ from uhp_memories.domain.errors import (
     MemoryUnsupported,
     RecordNotFound,
 )
-from uhp_memories.domain.harnesses import Attachment, HarnessService
 from uhp_memories.domain.models import Caller
-from uhp_memories.domain.operations import OperationService
-from uhp_memories.domain.providers import Providers
-from uhp_memories.domain.queries import QueryNotFound, QueryService
-from uhp_memories.domain.recall import AbstainPolicy, RecallAnswer, RecallInput, RecallService
-from uhp_memories.domain.records import RecordInput, RecordService, RecordView
+from uhp_memories.domain.providers.ports import Providers
+from uhp_memories.domain.queries.service import QueryNotFound, QueryService
+from uhp_memories.domain.recall.engine import RecallEngine
+from uhp_memories.domain.recall.service import AbstainPolicy, RecallAnswer, RecallInput, RecallService
+from uhp_memories.domain.records.service import RecordInput, RecordService, RecordView
 from uhp_memories.domain.timefmt import format_ms
-from uhp_memories.domain.types import TypeService
-from uhp_memories.providers.mem0 import Mem0Provider, Mem0Settings, connect
-from uhp_memories.search.embedded import EmbeddedSearchIndex
-from uhp_memories.search.engine import RecallEngine
-from uhp_memories.search.hashing import HashingEmbedder
+from uhp_memories.domain.types.builtin import BUILTIN_TYPES
+from uhp_memories.domain.types.operations import OperationService
+from uhp_memories.domain.types.service import TypeService
+from uhp_memories.local.embedded import EmbeddedSearchIndex
+from uhp_memories.local.hashing import HashingEmbedder
 
 ALL = frozenset({"read", "write", "create", "delete"})
 GROUPS = {"user:ann": (), "user:ben": ("group:sales",), "user:cat": ("group:sales", "group:eng"),

@@ -14,8 +14,8 @@ from botocore.exceptions import ClientError
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
-from uhp_memories.search import SearchUnavailable
-from uhp_memories.search.bedrock import MAX_INPUT_BYTES, TITAN_V2, TitanEmbedder
+from uhp_memories.adapters.bedrock.embedder import MAX_INPUT_BYTES, TITAN_V2, TitanEmbedder
+from uhp_memories.domain.recall.errors import SearchUnavailable
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uhp_memories.domain.calendar import Interval, free_slots, working_windows, zone
+from uhp_memories.domain.types.calendar import Interval, free_slots, working_windows, zone
 
 DAY = datetime(2026, 12, 4, tzinfo=UTC)
 

@@ -20,7 +20,7 @@ import calibrate_abstain
 import recall_locomo as locomo
 from calibrate_abstain import Asked
 
-from uhp_memories.search.hashing import HashingEmbedder
+from uhp_memories.local.hashing import HashingEmbedder
 
 TOPICS = [
     ("Ana", "Ben", ["painting", "sunrise", "lake", "canvas", "brushes"]),

@@ -15,9 +15,9 @@ from tests.contract.opensearch_fake import FakeOpenSearch
 from uhp_memories import bootstrap, stage_outputs
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.keys import RecordKey, parse_record_key
+from uhp_memories.adapters.opensearch import OpenSearchIndex
 from uhp_memories.admin import reindex
-from uhp_memories.search.hashing import HashingEmbedder
-from uhp_memories.search.opensearch import OpenSearchIndex
+from uhp_memories.local.hashing import HashingEmbedder
 from uhp_memories.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ def test_a_bulk_load_leaves_writes_to_the_refresh_interval(bulk_load: bool, refr
 
 
 def test_the_local_engine_is_the_embedded_index() -> None:
-    from uhp_memories.search.embedded import EmbeddedSearchIndex
+    from uhp_memories.local.embedded import EmbeddedSearchIndex
 
     engine = bootstrap.build_recall_engine(Settings(), local=True, embedder=EMBEDDER)
 

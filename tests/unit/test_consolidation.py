@@ -9,8 +9,8 @@ import pytest
 
 from tests.fakes import InMemoryMemoryRepository, InMemoryRecordRepository, InMemoryRunRepository, ScanningNeighbours
 from tests.unit.conftest import World, caller
-from uhp_memories.domain.consolidation import Change, ConsolidationService, Run
-from uhp_memories.domain.records import RecordInput
+from uhp_memories.domain.consolidation.service import Change, ConsolidationService, Run
+from uhp_memories.domain.records.service import RecordInput
 
 ALICE = caller("user:alice")
 

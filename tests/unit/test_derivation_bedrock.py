@@ -12,9 +12,9 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import ANY, Stubber
 
-from uhp_memories.derivation import prompts
-from uhp_memories.derivation.bedrock import BedrockDeriver
-from uhp_memories.domain.derivation import (
+from uhp_memories.adapters import prompts
+from uhp_memories.adapters.bedrock.deriver import BedrockDeriver
+from uhp_memories.domain.observing.derivation import (
     DerivationMalformed,
     DerivationRefused,
     DerivationThrottled,

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.loopback_chat import LoopbackChat, Reply, completion, episodes_in, json_reply
-from uhp_memories.derivation import prompts
-from uhp_memories.derivation.openai_compat import OpenAICompatDeriver, chat_completions_url
-from uhp_memories.domain.derivation import (
+from uhp_memories.adapters import prompts
+from uhp_memories.adapters.openai_compat import OpenAICompatDeriver, chat_completions_url
+from uhp_memories.domain.observing.derivation import (
     DerivationMalformed,
     DerivationRefused,
     DerivationThrottled,

@@ -15,13 +15,13 @@ import pytest
 
 from tests.fakes import InMemoryTypeRepository
 from tests.unit.conftest import World, caller
-from uhp_memories.domain.builtin_types import BUILTIN_TYPES, TASK
 from uhp_memories.domain.errors import MemoryNotFound
-from uhp_memories.domain.records import RecordInput, RecordService
-from uhp_memories.domain.types import TypeService
-from uhp_memories.search.embedded import EmbeddedSearchIndex
-from uhp_memories.search.engine import RecallEngine
-from uhp_memories.search.hashing import HashingEmbedder
+from uhp_memories.domain.recall.engine import RecallEngine
+from uhp_memories.domain.records.service import RecordInput, RecordService
+from uhp_memories.domain.types.builtin import BUILTIN_TYPES, TASK
+from uhp_memories.domain.types.service import TypeService
+from uhp_memories.local.embedded import EmbeddedSearchIndex
+from uhp_memories.local.hashing import HashingEmbedder
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")

@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 
 from uhp_memories.domain.filters import parse_filter
-from uhp_memories.search import SearchDocument, SearchRequest
-from uhp_memories.search.embedded import EmbeddedSearchIndex
-from uhp_memories.search.ports import Candidate, Fusion
-from uhp_memories.search.ranking import rank
+from uhp_memories.domain.recall.ports import Candidate, Fusion, SearchDocument, SearchRequest
+from uhp_memories.domain.recall.ranking import rank
+from uhp_memories.local.embedded import EmbeddedSearchIndex
 
 TENANT, MEMORY = "acme", "hmem_" + "a" * 32
 DIMS = 16

@@ -11,7 +11,7 @@ import pytest
 from tests.fakes import InMemoryFileRepository, InMemoryObjectStore
 from tests.unit.conftest import World, caller
 from uhp_memories.domain.errors import MemoryInvalid, MemoryNotFound, RecordNotFound
-from uhp_memories.domain.files import (
+from uhp_memories.domain.files.service import (
     DOWNLOAD_SECONDS,
     FILE_MAX_BYTES,
     INLINE_MAX_BYTES,
@@ -23,7 +23,7 @@ from uhp_memories.domain.files import (
     chain_key,
     upload_key,
 )
-from uhp_memories.domain.records import RecordInput, RecordService
+from uhp_memories.domain.records.service import RecordInput, RecordService
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from uhp_memories.adapters.opensearch.free_query import FreeQueries, confine
 from uhp_memories.domain.errors import MemoryInvalid
-from uhp_memories.search.errors import SearchUnavailable
-from uhp_memories.search.free_query import FreeQueries, confine
+from uhp_memories.domain.recall.errors import SearchUnavailable
 
 TENANT, MEMORY = "acme", "hmem_" + "1" * 32
 
@@ -241,7 +241,7 @@ def test_shard_failures_and_an_early_stop_are_reported_as_bounds() -> None:
 def test_the_free_query_client_makes_one_attempt_within_the_lambda() -> None:
     """The recall client retries a timed-out request once (2 attempts, each within the time left); a free
     query's makes one attempt of at most 5 s, and the shared client keeps its own retries."""
-    from uhp_memories.search.opensearch import connect
+    from uhp_memories.adapters.opensearch import connect
 
     shared = connect("http://127.0.0.1:9")
     queries = FreeQueries(shared, "i")

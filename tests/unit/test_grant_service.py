@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.conftest import World, caller
+from uhp_memories.domain.access.grants import check_principal, check_privileges
 from uhp_memories.domain.errors import GrantNotFound, MemoryForbidden, MemoryInvalid, MemoryNotFound
-from uhp_memories.domain.grants import check_principal, check_privileges
 from uhp_memories.domain.models import PRIVILEGES
 
 ALICE = caller("user:alice")

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from uhp_memories.domain.errors import MemoryInvalid
-from uhp_memories.domain.grep import FileText, GrepResult, LineMatch, Matcher, compile_pattern, grep
+from uhp_memories.domain.files.grep import FileText, GrepResult, LineMatch, Matcher, compile_pattern, grep
 
 
 def files(*texts: str) -> list[FileText]:

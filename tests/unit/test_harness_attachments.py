@@ -14,8 +14,7 @@ import pytest
 
 from tests.fakes import InMemoryAttachmentRepository, InMemoryMemoryRepository
 from tests.unit.conftest import World, caller
-from uhp_memories.domain.errors import MemoryConflict, MemoryForbidden, MemoryInvalid, MemoryNotFound
-from uhp_memories.domain.harnesses import (
+from uhp_memories.domain.agents.harnesses import (
     ATTACH_ATTEMPTS,
     MAX_ATTACHED,
     Attachment,
@@ -23,6 +22,7 @@ from uhp_memories.domain.harnesses import (
     HarnessService,
     MemoriesNotAttached,
 )
+from uhp_memories.domain.errors import MemoryConflict, MemoryForbidden, MemoryInvalid, MemoryNotFound
 from uhp_memories.domain.models import Grant
 
 ALICE = caller("user:alice")

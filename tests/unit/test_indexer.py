@@ -17,16 +17,16 @@ from functions.indexer import handler
 from tests.fakes.titan import FakeTitan
 from tests.lambda_env import run_like_lambda
 from uhp_memories import bootstrap
+from uhp_memories.adapters.bedrock.embedder import TitanEmbedder, client_config
 from uhp_memories.adapters.dynamodb.items import derived_items, grant_item, memory_item, record_item, to_dynamo
 from uhp_memories.adapters.dynamodb.schema import MAIN_TABLE
 from uhp_memories.domain.models import Caller, Grant, Memory, RecordVersion
-from uhp_memories.domain.records import RecordInput
-from uhp_memories.search.bedrock import TitanEmbedder, client_config
-from uhp_memories.search.embedded import EmbeddedSearchIndex
-from uhp_memories.search.engine import RecallEngine
-from uhp_memories.search.hashing import HashingEmbedder
-from uhp_memories.search.ports import SearchRequest
-from uhp_memories.search.ranking import rank
+from uhp_memories.domain.recall.engine import RecallEngine
+from uhp_memories.domain.recall.ports import SearchRequest
+from uhp_memories.domain.recall.ranking import rank
+from uhp_memories.domain.records.service import RecordInput
+from uhp_memories.local.embedded import EmbeddedSearchIndex
+from uhp_memories.local.hashing import HashingEmbedder
 from uhp_memories.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("mem0", reason="the mem0 extra (mem0ai) is not installed")
 
 from tests.fakes.mem0_platform import FakePlatform
+from uhp_memories.adapters.mem0 import Mem0Provider, Mem0Settings, connect
 from uhp_memories.domain.models import Caller, Memory, RecordVersion
-from uhp_memories.providers.mem0 import Mem0Provider, Mem0Settings, connect
 
 ALICE = Caller("acme", "user:alice")
 KEY = "m0-server-credential"

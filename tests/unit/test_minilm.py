@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from uhp_memories.search.minilm import (
+from uhp_memories.local.minilm import (
     DIMENSIONS,
     MODEL_DISTRIBUTION,
     MODEL_FILE,

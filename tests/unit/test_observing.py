@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from tests.unit.conftest import Observing, World, caller, make_observing
-from uhp_memories.domain.derivation import (
+from uhp_memories.domain.errors import MemoryForbidden, MemoryNotFound
+from uhp_memories.domain.observing.derivation import (
     DerivationError,
     DerivationMalformed,
     DerivationRefused,
@@ -19,10 +20,9 @@ from uhp_memories.domain.derivation import (
     DerivedFact,
     EpisodeText,
 )
-from uhp_memories.domain.errors import MemoryForbidden, MemoryNotFound
-from uhp_memories.domain.observing import DERIVER
-from uhp_memories.domain.records import RecordInput
-from uhp_memories.domain.removal import JobNotFound, RemovalService
+from uhp_memories.domain.observing.service import DERIVER
+from uhp_memories.domain.records.service import RecordInput
+from uhp_memories.domain.removal.service import JobNotFound, RemovalService
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")

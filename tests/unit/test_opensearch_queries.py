@@ -18,10 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uhp_memories.domain.errors import MemoryInvalid
-from uhp_memories.domain.filters import parse_filter
-from uhp_memories.search import EmbeddingModelMismatch, Fusion, SearchDocument, SearchRequest, SearchUnavailable
-from uhp_memories.search.opensearch import (
+from uhp_memories.adapters.opensearch import (
     OpenSearchIndex,
     bm25_body,
     bulk_delete_actions,
@@ -38,10 +35,13 @@ from uhp_memories.search.opensearch import (
     word_count_bodies,
     word_weights,
 )
-from uhp_memories.search.opensearch import index as opensearch_index
-from uhp_memories.search.ports import Candidate, CandidateQuery
-from uhp_memories.search.predicates import sortable_number
-from uhp_memories.search.ranking import rank
+from uhp_memories.adapters.opensearch import index as opensearch_index
+from uhp_memories.adapters.predicates import sortable_number
+from uhp_memories.domain.errors import MemoryInvalid
+from uhp_memories.domain.filters import parse_filter
+from uhp_memories.domain.recall.errors import EmbeddingModelMismatch, SearchUnavailable
+from uhp_memories.domain.recall.ports import Candidate, CandidateQuery, Fusion, SearchDocument, SearchRequest
+from uhp_memories.domain.recall.ranking import rank
 
 TENANT, MEMORY, OTHER_MEMORY = "acme", "hmem_" + "a" * 32, "hmem_" + "b" * 32
 ISOLATION = [{"term": {"tenant": TENANT}}, {"term": {"memory_id": MEMORY}}]
@@ -699,9 +699,10 @@ def test_ports_ranking_opensearch_and_bedrock_import_without_numpy_or_onnxruntim
         "sys.modules['numpy'] = None\n"
         "sys.modules['onnxruntime'] = None\n"
         "sys.modules['tokenizers'] = None\n"
-        "import uhp_memories.search, uhp_memories.search.ports, uhp_memories.search.opensearch\n"
-        "import uhp_memories.search.ranking, uhp_memories.search.fusion, uhp_memories.search.opensearch.index\n"
-        "import uhp_memories.search.bedrock, uhp_memories.search.hashing\n"
+        "import uhp_memories.domain.recall.engine, uhp_memories.domain.recall.ports, uhp_memories.adapters.opensearch\n"
+        "import uhp_memories.domain.recall.ranking, uhp_memories.domain.recall.fusion\n"
+        "import uhp_memories.adapters.opensearch.index\n"
+        "import uhp_memories.adapters.bedrock.embedder, uhp_memories.local.hashing\n"
     )
     subprocess.run([sys.executable, "-c", script], check=True)
 
@@ -759,7 +760,7 @@ class CannedOpenSearch(http.server.BaseHTTPRequestHandler):
 
 
 def test_the_adapter_speaks_to_a_cluster_through_opensearch_py() -> None:
-    from uhp_memories.search.opensearch import connect
+    from uhp_memories.adapters.opensearch import connect
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), CannedOpenSearch)
     CannedOpenSearch.seen = []

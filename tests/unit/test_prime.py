@@ -14,12 +14,12 @@ from tests.fakes import (
     InMemoryPlacementRepository,
 )
 from tests.unit.conftest import World, caller, make_observing
+from uhp_memories.domain.agents.harnesses import OUTSIDE_PROVIDER, Attachment, HarnessService, MemoriesNotAttached
+from uhp_memories.domain.agents.prime import MAX_PINS, PLACEMENT_DAYS, PlacedMemory, PrimeService, header_text
+from uhp_memories.domain.agents.turns import ToolRun, Turn, TurnService
 from uhp_memories.domain.errors import MemoryConflict, MemoryForbidden, MemoryInvalid, RecordNotFound
 from uhp_memories.domain.fence import CLOSE, OPEN, unwrap
-from uhp_memories.domain.harnesses import OUTSIDE_PROVIDER, Attachment, HarnessService, MemoriesNotAttached
-from uhp_memories.domain.prime import MAX_PINS, PLACEMENT_DAYS, PlacedMemory, PrimeService, header_text
-from uhp_memories.domain.records import RecordInput
-from uhp_memories.domain.turns import ToolRun, Turn, TurnService
+from uhp_memories.domain.records.service import RecordInput
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")

@@ -8,13 +8,7 @@ import random
 import pytest
 from tokenizers import Tokenizer
 
-from uhp_memories.search.minilm import (
-    TOKENIZER_DISTRIBUTION,
-    TOKENIZER_FILE,
-    TOKENIZER_SHA256,
-    installed_file,
-    verified,
-)
+from uhp_memories.local.minilm import TOKENIZER_DISTRIBUTION, TOKENIZER_FILE, TOKENIZER_SHA256, installed_file, verified
 from uhp_memories.tokens import count_tokens
 from uhp_memories.tokens.wordpiece import MiniLmTokens
 

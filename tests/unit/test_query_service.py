@@ -15,9 +15,16 @@ from tests.fakes import InMemoryFreeQueryIndex, InMemoryMemoryRepository, InMemo
 from tests.unit.conftest import World, caller
 from uhp_memories.domain.errors import MemoryForbidden, MemoryInvalid, MemoryNotFound, MemoryUnsupported
 from uhp_memories.domain.models import Caller
-from uhp_memories.domain.queries import MAX_BODY_BYTES, MAX_PARAMS, MAX_QUERIES, NamedQuery, QueryNotFound, QueryService
-from uhp_memories.domain.recall import RecallAnswer, RecallInput, RecallService
-from uhp_memories.domain.records import RecordInput
+from uhp_memories.domain.queries.service import (
+    MAX_BODY_BYTES,
+    MAX_PARAMS,
+    MAX_QUERIES,
+    NamedQuery,
+    QueryNotFound,
+    QueryService,
+)
+from uhp_memories.domain.recall.service import RecallAnswer, RecallInput, RecallService
+from uhp_memories.domain.records.service import RecordInput
 
 ALICE = caller("user:alice")
 READER = caller("user:reader")

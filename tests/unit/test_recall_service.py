@@ -16,7 +16,9 @@ from uhp_memories.api.errors import HTTP_STATUS
 from uhp_memories.domain.errors import MemoryForbidden, MemoryInvalid, MemoryNotFound
 from uhp_memories.domain.limits import MAX_DEPTH, RECALL_LIMIT_MAX
 from uhp_memories.domain.models import Memory
-from uhp_memories.domain.recall import (
+from uhp_memories.domain.recall.engine import RecallEngine
+from uhp_memories.domain.recall.errors import SearchUnavailable
+from uhp_memories.domain.recall.service import (
     ABSTAIN_BELOW,
     CALIBRATIONS,
     QUERY_NOT_EMBEDDED,
@@ -32,11 +34,9 @@ from uhp_memories.domain.recall import (
     best_similarity,
     named_words,
 )
-from uhp_memories.domain.records import RecordInput, RecordService
-from uhp_memories.search.embedded import EmbeddedSearchIndex
-from uhp_memories.search.engine import RecallEngine
-from uhp_memories.search.errors import SearchUnavailable
-from uhp_memories.search.hashing import HashingEmbedder
+from uhp_memories.domain.records.service import RecordInput, RecordService
+from uhp_memories.local.embedded import EmbeddedSearchIndex
+from uhp_memories.local.hashing import HashingEmbedder
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")

@@ -18,21 +18,21 @@ from moto import mock_aws
 from tests.contract.opensearch_fake import FakeOpenSearch
 from tests.fakes.titan import FakeTitan
 from uhp_memories import bootstrap
+from uhp_memories.adapters.bedrock.embedder import TitanEmbedder, client_config
 from uhp_memories.adapters.dynamodb.schema import MAIN_TABLE
+from uhp_memories.adapters.opensearch import OpenSearchIndex
 from uhp_memories.admin import reindex
 from uhp_memories.admin.reindex import OpenSearchTarget, ReindexReport, record_pages, resolve
 from uhp_memories.admin.target import TargetError
 from uhp_memories.domain.models import Caller, RecordVersion
-from uhp_memories.domain.records import RecordInput
+from uhp_memories.domain.recall.engine import RecallEngine, document_for, text_of
+from uhp_memories.domain.recall.errors import SearchUnavailable
+from uhp_memories.domain.recall.ports import SearchRequest
+from uhp_memories.domain.recall.ranking import rank
+from uhp_memories.domain.records.service import RecordInput
 from uhp_memories.local.cli import main
-from uhp_memories.search.bedrock import TitanEmbedder, client_config
-from uhp_memories.search.embedded import EmbeddedSearchIndex
-from uhp_memories.search.engine import RecallEngine, document_for, text_of
-from uhp_memories.search.errors import SearchUnavailable
-from uhp_memories.search.hashing import HashingEmbedder
-from uhp_memories.search.opensearch import OpenSearchIndex
-from uhp_memories.search.ports import SearchRequest
-from uhp_memories.search.ranking import rank
+from uhp_memories.local.embedded import EmbeddedSearchIndex
+from uhp_memories.local.hashing import HashingEmbedder
 from uhp_memories.settings import Settings
 
 REGION = "eu-west-1"

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.conftest import World, caller
-from uhp_memories.domain import records as records_module
 from uhp_memories.domain.errors import MemoryInvalid
 from uhp_memories.domain.models import CORE_TYPES
-from uhp_memories.domain.records import RecordInput
+from uhp_memories.domain.records import service as records_module
+from uhp_memories.domain.records.service import RecordInput
 
 ALICE = caller("user:alice")
 

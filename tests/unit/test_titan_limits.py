@@ -16,16 +16,16 @@ from hypothesis import strategies as st
 
 from tests.contract.opensearch_fake import FakeOpenSearch
 from tests.fakes.titan import TITAN_MAX_CHARACTERS, TITAN_MAX_TOKENS, FakeTitan, java_length, titan_tokens
+from uhp_memories.adapters.bedrock.embedder import MAX_INPUT_BYTES, TitanEmbedder, client_config, within_input_limit
+from uhp_memories.adapters.opensearch import OpenSearchIndex
 from uhp_memories.domain.limits import CONTENT_BYTES
 from uhp_memories.domain.models import RecordVersion
-from uhp_memories.domain.recall import QueryNotEmbedded
-from uhp_memories.search.bedrock import MAX_INPUT_BYTES, TitanEmbedder, client_config, within_input_limit
-from uhp_memories.search.embedded import EmbeddedSearchIndex
-from uhp_memories.search.engine import RecallEngine
-from uhp_memories.search.errors import SearchUnavailable, TextNotEmbeddable
-from uhp_memories.search.opensearch import OpenSearchIndex
-from uhp_memories.search.ports import SearchRequest
-from uhp_memories.search.ranking import rank
+from uhp_memories.domain.recall.engine import RecallEngine
+from uhp_memories.domain.recall.errors import SearchUnavailable, TextNotEmbeddable
+from uhp_memories.domain.recall.ports import SearchRequest
+from uhp_memories.domain.recall.ranking import rank
+from uhp_memories.domain.recall.service import QueryNotEmbedded
+from uhp_memories.local.embedded import EmbeddedSearchIndex
 
 TENANT, MEMORY = "acme", "hmem_" + "a" * 32
 # Within the byte bound (3 bytes a character), and far beyond Titan's tokens once Unicode

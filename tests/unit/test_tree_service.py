@@ -9,17 +9,13 @@ import pytest
 
 from tests.fakes import InMemoryPathRepository, InMemoryRecordRepository
 from tests.unit.conftest import World, caller, make_world
-from uhp_memories.domain import cursors, tree
+from uhp_memories.domain import cursors
 from uhp_memories.domain.errors import MemoryForbidden, MemoryInvalid, MemoryNotFound
+from uhp_memories.domain.files import tree
+from uhp_memories.domain.files.paths import JOURNAL_RETENTION_SECONDS, JournalCursor, decode_cursor, encode_cursor
+from uhp_memories.domain.files.tree import ChangeList, TreeService
 from uhp_memories.domain.models import RecordVersion
-from uhp_memories.domain.paths import (
-    JOURNAL_RETENTION_SECONDS,
-    JournalCursor,
-    decode_cursor,
-    encode_cursor,
-)
-from uhp_memories.domain.records import RecordInput, RecordService
-from uhp_memories.domain.tree import ChangeList, TreeService
+from uhp_memories.domain.records.service import RecordInput, RecordService
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")

@@ -30,33 +30,33 @@ from uhp_memories.adapters.s3 import S3ObjectStore
 from uhp_memories.adapters.scheduler import EventBridgeTimer
 from uhp_memories.adapters.stepfunctions import StepFunctionsRunner
 from uhp_memories.adapters.system import RandomIds, SystemClock, UsualPace
-from uhp_memories.domain.builtin_types import BUILTIN_TYPES
-from uhp_memories.domain.consolidation import ConsolidationService
+from uhp_memories.domain.access.grants import GrantService
+from uhp_memories.domain.agents.harnesses import HarnessService
+from uhp_memories.domain.agents.prime import PrimeService
+from uhp_memories.domain.agents.turns import TurnService
+from uhp_memories.domain.consolidation.schedules import ScheduleService
+from uhp_memories.domain.consolidation.service import ConsolidationService
 from uhp_memories.domain.context import Ports
-from uhp_memories.domain.derivation import Deriver
-from uhp_memories.domain.files import FileService
-from uhp_memories.domain.grants import GrantService
-from uhp_memories.domain.harnesses import HarnessService
-from uhp_memories.domain.memories import MemoryService
-from uhp_memories.domain.observing import ObserveService
-from uhp_memories.domain.operations import OperationService
-from uhp_memories.domain.prime import PrimeService
-from uhp_memories.domain.providers import Providers, RecordProvider
-from uhp_memories.domain.queries import QueryService
-from uhp_memories.domain.recall import AbstainPolicy, RecallService
-from uhp_memories.domain.records import RecordService
-from uhp_memories.domain.removal import RemovalService, Retention
-from uhp_memories.domain.schedules import ScheduleService
-from uhp_memories.domain.tree import TreeService
-from uhp_memories.domain.turns import TurnService
-from uhp_memories.domain.types import TypeService
-from uhp_memories.search.engine import RecallEngine, text_of
-from uhp_memories.search.neighbours import IndexNeighbours
+from uhp_memories.domain.files.service import FileService
+from uhp_memories.domain.files.tree import TreeService
+from uhp_memories.domain.memories.service import MemoryService
+from uhp_memories.domain.observing.derivation import Deriver
+from uhp_memories.domain.observing.service import ObserveService
+from uhp_memories.domain.providers.ports import Providers, RecordProvider
+from uhp_memories.domain.queries.service import QueryService
+from uhp_memories.domain.recall.engine import RecallEngine, text_of
+from uhp_memories.domain.recall.neighbours import IndexNeighbours
+from uhp_memories.domain.recall.service import AbstainPolicy, RecallService
+from uhp_memories.domain.records.service import RecordService
+from uhp_memories.domain.removal.service import RemovalService, Retention
+from uhp_memories.domain.types.builtin import BUILTIN_TYPES
+from uhp_memories.domain.types.operations import OperationService
+from uhp_memories.domain.types.service import TypeService
 from uhp_memories.settings import Settings
 from uhp_memories.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from uhp_memories.search.ports import Embedder
+    from uhp_memories.domain.recall.ports import Embedder
 
 
 @dataclass
@@ -140,8 +140,8 @@ def build_recall_engine(
     Every adapter module is imported here, when a process first needs the engine: a function that
     never recalls never loads them."""
     if local:
-        from uhp_memories.search.embedded import EmbeddedSearchIndex
-        from uhp_memories.search.minilm import MiniLmEmbedder
+        from uhp_memories.local.embedded import EmbeddedSearchIndex
+        from uhp_memories.local.minilm import MiniLmEmbedder
 
         embedder = embedder or MiniLmEmbedder()
         if not settings.search_endpoint:
@@ -150,7 +150,7 @@ def build_recall_engine(
             return RecallEngine(index, embedder)
     if search_client is None and not settings.search_endpoint:
         return None
-    from uhp_memories.search.opensearch import OpenSearchIndex, connect
+    from uhp_memories.adapters.opensearch import OpenSearchIndex, connect
 
     if local and search_client is None:  # `uhp-memories serve --search-url`: a cluster reached unsigned
         search_client = connect(settings.search_endpoint)
@@ -158,7 +158,7 @@ def build_recall_engine(
     if embedder is None:
         import boto3
 
-        from uhp_memories.search.bedrock import TitanEmbedder, client_config
+        from uhp_memories.adapters.bedrock.embedder import TitanEmbedder, client_config
 
         embedder = TitanEmbedder(
             # Bounded: two attempts of at most 2 + 10 s; inside a request, the time it has left too.
@@ -187,8 +187,8 @@ FREE_QUERY_LANGUAGES = ("opensearch-dsl",)
 
 def free_query_index(engine: RecallEngine | None) -> Any:
     """Free queries on the engine's index when it can confine a caller's statement (OpenSearch)."""
-    from uhp_memories.search.free_query import FreeQueries
-    from uhp_memories.search.opensearch import OpenSearchIndex
+    from uhp_memories.adapters.opensearch import OpenSearchIndex
+    from uhp_memories.adapters.opensearch.free_query import FreeQueries
 
     index = engine.index if engine is not None else None
     return FreeQueries(index.client, index.index_name) if isinstance(index, OpenSearchIndex) else None
@@ -201,14 +201,14 @@ def build_deriver(settings: Settings, *, session: Any | None = None, client: Any
     if settings.derivation == "none":
         return None
     if settings.derivation == "bedrock":
-        from uhp_memories.derivation.bedrock import BedrockDeriver
+        from uhp_memories.adapters.bedrock.deriver import BedrockDeriver
 
         if client is None:
             import boto3
 
             client = (session or boto3).client("bedrock-runtime", region_name=settings.region)
         return BedrockDeriver(client, settings.derivation_model, max_tokens=settings.derivation_max_tokens)
-    from uhp_memories.derivation.openai_compat import OpenAICompatDeriver
+    from uhp_memories.adapters.openai_compat import OpenAICompatDeriver
 
     api_key = settings.derivation_api_key
     if not api_key and settings.derivation_api_key_secret:
@@ -253,9 +253,9 @@ def build_providers(settings: Settings, engine: Callable[[], RecallEngine | None
     whichever provider keeps them, and, with `mem0_infer`, the stage's derivation endpoint."""
     if settings.mem0 == "none":
         return Providers()
+    from uhp_memories.adapters.mem0 import Mem0Provider, Mem0Settings, connect
     from uhp_memories.adapters.system import SystemClock
     from uhp_memories.domain.timefmt import format_ms
-    from uhp_memories.providers.mem0 import Mem0Provider, Mem0Settings, connect
 
     clock = SystemClock()
     infers = settings.mem0_infer and settings.derivation == "openai"

@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 from botocore.exceptions import ClientError
 
-from uhp_memories.domain.files import Upload
+from uhp_memories.domain.files.service import Upload
 
 
 class S3ObjectStore:

@@ -40,12 +40,12 @@ from uhp_memories.admin.progress import reindex_progress
 from uhp_memories.admin.target import TargetError, stack_outputs
 from uhp_memories.bootstrap import build_recall_engine
 from uhp_memories.domain.models import RecordVersion
-from uhp_memories.search.engine import RecallEngine
-from uhp_memories.search.errors import EmbeddingModelMismatch, SearchUnavailable
+from uhp_memories.domain.recall.engine import RecallEngine
+from uhp_memories.domain.recall.errors import EmbeddingModelMismatch, SearchUnavailable
 from uhp_memories.settings import Settings
 
 if TYPE_CHECKING:
-    from uhp_memories.search.opensearch import OpenSearchIndex
+    from uhp_memories.adapters.opensearch import OpenSearchIndex
 
 PAGE_SIZE = 200  # items a Scan page evaluates (record items and others)
 BATCH_SIZE = 50  # versions per index call (one OpenSearch _bulk)

@@ -6,10 +6,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from uhp_memories.domain.access import AccessView, HarnessReach, Pace
+from uhp_memories.domain.access.check import AccessView, HarnessReach, Pace
 from uhp_memories.domain.models import Attachment, Caller
-from uhp_memories.domain.providers import NATIVE_ONLY, Providers
-from uhp_memories.ports import Clock, IdGenerator, MemoryRepository, RecordRepository
+from uhp_memories.domain.ports import Clock, IdGenerator, MemoryRepository, RecordRepository
+from uhp_memories.domain.providers.ports import NATIVE_ONLY, Providers
 
 
 class AttachedLists(Protocol):

@@ -20,6 +20,7 @@ from uhp_memories import bootstrap, workflows
 from uhp_memories import stage_outputs as outputs
 from uhp_memories.adapters.dynamodb.apikeys import KeyExists, hash_key, new_key_id
 from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE, KEYS_TABLE, MAIN_TABLE
+from uhp_memories.domain.recall.engine import RecallEngine
 from uhp_memories.local.patches import (
     PatchModule,
     install_all,
@@ -38,7 +39,6 @@ from uhp_memories.local.patches import (
     uninstall_all,
 )
 from uhp_memories.local.schedules import LocalTicker
-from uhp_memories.search.engine import RecallEngine
 from uhp_memories.settings import Settings
 from uhp_memories.workflows import STEPS, WORKFLOWS
 

@@ -42,13 +42,13 @@ from uhp_memories.domain.errors import (
     MemoryInvalid,
 )
 from uhp_memories.domain.fence import Fence
-from uhp_memories.domain.memories import MemorySummary, MemoryView
+from uhp_memories.domain.memories.service import MemorySummary, MemoryView
 from uhp_memories.domain.models import CORE_TYPES, Attachment, Caller
-from uhp_memories.domain.queries import NAME as QUERY_NAME
-from uhp_memories.domain.queries import NamedQuery, QueryNotFound
-from uhp_memories.domain.recall import RecallAnswer
-from uhp_memories.domain.records import RecordView
-from uhp_memories.search.errors import SearchUnavailable
+from uhp_memories.domain.queries.service import NAME as QUERY_NAME
+from uhp_memories.domain.queries.service import NamedQuery, QueryNotFound
+from uhp_memories.domain.recall.errors import SearchUnavailable
+from uhp_memories.domain.recall.service import RecallAnswer
+from uhp_memories.domain.records.service import RecordView
 
 QUERY_TOOL_PREFIX = "memory_run_query_"
 CORE_TYPE_NAMES = ", ".join(CORE_TYPES)

@@ -4,7 +4,7 @@ Prime places records within a budget of tokens (§9.1), counted by a real tokeni
 and in every deployed Lambda. The embedding tokenizer of local mode (`tokenizers`, a native wheel) is
 not deployed (tests/unit/test_api_surface.py keeps it out of the Lambda layer), so this module is the
 same tokenizer written out: the same vocabulary (`minilm_vocab.txt`, the 30,522 entries of the
-`tokenizer.json` that uhp_memories.search.minilm pins, in id order) and the same pipeline as its
+`tokenizer.json` that uhp_memories.local.minilm pins, in id order) and the same pipeline as its
 `BertNormalizer` (clean text, space around CJK ideographs, strip accents, lowercase),
 `BertPreTokenizer` (split on whitespace, each punctuation character a word) and `WordPiece`
 (greedy longest match, `##` continuations, `[UNK]` for a word of more than 100 characters or one

@@ -9,7 +9,7 @@ from typing import Any
 
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.table import ConditionFailed, DynamoTable
-from uhp_memories.domain.types import TypeDefinition, TypeVersionTaken, definition_json, parse_definition
+from uhp_memories.domain.types.service import TypeDefinition, TypeVersionTaken, definition_json, parse_definition
 
 
 class DynamoTypeRepository:

@@ -1,0 +1,483 @@
+"""The mem0 provider (§10): a memory bound to it keeps its records in mem0, through mem0's own Python
+library: `mem0.Memory` (mem0 OSS, in this process) or `mem0.MemoryClient` (the hosted Platform, its API key
+the server's credential). Everything above the records stays the server's (domain/providers.py).
+
+How this memory maps onto mem0 (docs/decisions.md, "The mem0 provider"):
+- A memory is a mem0 `user_id` (the memory's id): mem0 has no container per memory, so every call carries
+  it as a filter and every record fetched by id is checked against it and the tenant (isolation
+  `enforced_filter`, §10.3).
+- A record is one mem0 memory; its id is `hrec_` + mem0's UUID in hex, so ids keep the API's shape and
+  lead back to mem0's. What mem0 has no field for rides in its metadata under `uhp_`: the type, the
+  attributes, valid time, references, status, version and each version's writer and time.
+- remember and observe add with `infer=False` (each text kept as stated), or, when the operator gave mem0
+  a model, observe adds with `infer=True` and answers what mem0 derived (derivation `write_time`).
+- revise is mem0's own update (the record keeps its id; mem0's history table keeps each text): `native`.
+- forget has no mem0 call that closes a record and keeps it: the adapter marks it forgotten in its
+  metadata and leaves it out of every read that does not ask for history: `emulated`.
+- recall is mem0's search, by meaning (`query`); mem0 offline has no word index, so `text` is answered
+  in `degraded` (`text:not_supported`); filters are applied by the adapter over what mem0 answers.
+- erase deletes from mem0's store and removes the record's rows from mem0's history table when the
+  adapter holds that table (OSS); where it cannot (the Platform's history; mem0's raw message log of
+  derived memories), it says so in `unreachable`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sqlite3
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from uhp_memories.domain.models import Caller, Memory, RecordVersion
+from uhp_memories.domain.providers.ports import ProviderErase, ProviderRecall
+
+logger = logging.getLogger(__name__)
+
+PROVIDER_ID = "mem0"
+RECORD_ID = re.compile(r"^hrec_[0-9a-f]{32}$")
+META = "uhp"  # the one metadata key the adapter writes under: {"uhp": {...}}
+# mem0 lists a user's memories in one call (no cursor in mem0 OSS): the adapter pages over at most this
+# many, newest first, and says so beyond it (docs/decisions.md).
+SCAN_MAX = 10_000
+PROVIDER_WRITER = {"kind": "provider", "id": PROVIDER_ID}  # what mem0 derived, or wrote without the server
+
+
+@dataclass(frozen=True)
+class Mem0Settings:
+    """How the operator connected mem0 (settings.py `mem0_*`; `uhp-memories serve --mem0`).
+
+    `mode`: "oss" (mem0.Memory in this process) or "platform" (mem0.MemoryClient, the hosted service).
+    OSS: `folder` keeps its vector store (Qdrant's embedded mode) and history (SQLite); None: a folder of
+    the process's own, gone with it. `derive_url`/`derive_model`: an OpenAI-compatible chat endpoint
+    mem0 derives with (`infer=True`); without one, mem0 keeps each text as stated (`infer=False`).
+    Platform: `api_key` (the server's credential, from Secrets Manager when deployed) and `host`."""
+
+    mode: str = "oss"
+    folder: str | None = None
+    derive_url: str | None = None
+    derive_model: str | None = None
+    derive_api_key: str | None = None
+    api_key: str | None = None
+    host: str | None = None
+    vector_store: dict[str, Any] = field(default_factory=dict)  # a deployed stage's (e.g. OpenSearch)
+
+    @property
+    def infers(self) -> bool:
+        return self.mode == "oss" and bool(self.derive_url and self.derive_model)
+
+
+def record_id_of(mem0_id: str) -> str:
+    return "hrec_" + uuid.UUID(str(mem0_id)).hex
+
+
+def mem0_id_of(record_id: str) -> str | None:
+    return str(uuid.UUID(record_id[5:])) if RECORD_ID.match(record_id) else None
+
+
+class Mem0Provider:
+    """A RecordProvider over one mem0 client (`Memory` or `MemoryClient`), shared by every memory bound to
+    mem0. mem0 OSS's embedded stores are not made for threads (the local gateway serves a thread per
+    request), so calls into it are made one at a time."""
+
+    id = PROVIDER_ID
+
+    def __init__(
+        self,
+        client: Any,
+        settings: Mem0Settings,
+        *,
+        history_db: str | None = None,
+        now: Callable[[], str],
+    ) -> None:
+        self._client = client
+        self._settings = settings
+        self._history_db = history_db  # mem0 OSS's SQLite history, which erase cleans
+        self._now = now
+        self._lock = threading.RLock()
+
+    # -- what it is --------------------------------------------------------------------------------
+
+    def is_outside(self) -> bool:
+        # The Platform is another company's service; OSS deriving with a model sends every turn to it.
+        return self._settings.mode == "platform" or self._settings.infers
+
+    def capabilities(self) -> dict[str, Any]:
+        infers = self._settings.infers
+        platform = self._settings.mode == "platform"
+        return {
+            "id": PROVIDER_ID,
+            "object": "memory.provider",
+            "mode": self._settings.mode,
+            # One mem0 user_id per memory, added to every call and checked on every record fetched by id.
+            "isolation": "enforced_filter",
+            "derivation": "write_time" if infers else "none",
+            # With a model mem0 keeps what it derived, not the episodes.
+            "observe": {"keeps_episodes": not infers, "answers": "records"},
+            # Meaning only: mem0 offline has no word index. Filters are applied by the adapter.
+            "recall": {"signals": ["query", "filters"], "abstain": True, "max_depth": 0,
+                       "emulated": ["filters"], "as_of": False},
+            # mem0 keeps every text of a record (its history table); attributes only as they are now.
+            "history": {"content": "versions", "structure": "none"},
+            "snapshots": False,
+            "revise": "native",
+            "forget": "emulated",
+            "erase": {"unreachable": "reported", "history": "unreachable" if platform else "removed"},
+            "prime": False,
+            "consolidate": False,
+            "queries": {"named": False, "free": False},
+            "types": False,
+            "files": False,
+        }
+
+    # -- writes --------------------------------------------------------------------------------------
+
+    def remember(self, caller: Caller, memory: Memory, record: RecordVersion) -> RecordVersion:
+        [kept] = self._add(memory, [record], infer=False)
+        return kept
+
+    def observe(self, caller: Caller, memory: Memory, episodes: Sequence[RecordVersion]) -> list[RecordVersion]:
+        if self._settings.infers:
+            derived = episodes[0].evolve(type="fact", written_by=PROVIDER_WRITER)
+            with self._lock:
+                added = self._client.add(
+                    [{"role": "user", "content": str(e.content)} for e in episodes],
+                    user_id=memory.id,
+                    metadata={META: self._meta(memory, derived)},
+                    infer=True,
+                )
+            return [v for v in (self._fetch(memory, r["id"]) for r in _results(added)) if v is not None]
+        return self._add(memory, episodes, infer=False)
+
+    def _add(self, memory: Memory, records: Sequence[RecordVersion], *, infer: bool) -> list[RecordVersion]:
+        kept: list[RecordVersion] = []
+        with self._lock:
+            for record in records:
+                added = self._client.add(
+                    [{"role": "user", "content": str(record.content)}],
+                    user_id=memory.id,
+                    metadata={META: self._meta(memory, record)},
+                    infer=infer,
+                )
+                # Kept as stated: the record is what was sent, under mem0's id (no read back).
+                kept += [record.evolve(id=record_id_of(r["id"]), chain_id=record_id_of(r["id"]))
+                         for r in _results(added) if r.get("event", "ADD") == "ADD"]
+        return kept
+
+    def revise(self, caller: Caller, memory: Memory, current: RecordVersion, revised: RecordVersion) -> RecordVersion:
+        mem0_id = mem0_id_of(current.id)
+        assert mem0_id is not None
+        stored = self._stored_meta(memory, mem0_id)
+        writers = [*stored.get("writers", []), _writer_entry(revised, text_changed=revised.content != current.content)]
+        meta = {**self._meta(memory, revised), "version": current.version + 1, "writers": writers}
+        with self._lock:
+            self._client.update(mem0_id, text=str(revised.content), metadata={META: meta})
+            found = self._fetch(memory, mem0_id)
+        assert found is not None
+        return found
+
+    def forget(self, caller: Caller, memory: Memory, current: RecordVersion) -> RecordVersion:
+        mem0_id = mem0_id_of(current.id)
+        assert mem0_id is not None
+        meta = self._stored_meta(memory, mem0_id)
+        meta.update(status="forgotten", invalidated_at=self._now(),
+                    forgotten_by={"written_by": caller.written_by, "origin": None})
+        with self._lock:
+            self._client.update(mem0_id, metadata={META: meta})
+            found = self._fetch(memory, mem0_id)
+        assert found is not None
+        return found
+
+    # -- reads ---------------------------------------------------------------------------------------
+
+    def get(self, memory: Memory, record_id: str) -> RecordVersion | None:
+        mem0_id = mem0_id_of(record_id)
+        if mem0_id is None:
+            return None
+        with self._lock:
+            return self._fetch(memory, mem0_id)
+
+    def scan(self, memory: Memory, include: str, after: str | None) -> Iterator[tuple[str, RecordVersion]]:
+        with self._lock:
+            listed = self._client.get_all(filters={"user_id": memory.id}, top_k=SCAN_MAX)
+        versions = [v for v in (self._version(memory, item) for item in _results(listed)) if v is not None]
+        versions = [v for v in versions if include == "all" or v.status == "active"]
+        for version in sorted(versions, key=lambda v: (v.written_at, v.id), reverse=True):
+            position = f"{version.written_at}#{version.id}"
+            if after is None or position < after:
+                yield position, version
+
+    def history(self, memory: Memory, record: RecordVersion) -> list[RecordVersion]:
+        """Each version the adapter wrote, its text taken from mem0's history table in order (a version
+        that changed only attributes keeps the text before it)."""
+        mem0_id = mem0_id_of(record.id)
+        assert mem0_id is not None
+        with self._lock:
+            rows = self._client.history(mem0_id) or []
+        texts = [r.get("new_memory") for r in rows if r.get("event") == "ADD"
+                 or (r.get("event") == "UPDATE" and r.get("old_memory") != r.get("new_memory"))]
+        writers = self._stored_meta(memory, mem0_id).get("writers", [])
+        versions: list[RecordVersion] = []
+        text_index, text = -1, record.content
+        for n, entry in enumerate(writers, start=1):
+            if entry.get("text_changed", True) and text_index + 1 < len(texts):
+                text_index += 1
+                text = texts[text_index]
+            last = n == len(writers)
+            versions.append(record.evolve(
+                version=n, content=record.content if last else text, written_at=entry["at"],
+                written_by=entry["by"], status=record.status if last else "superseded",
+                invalidated_at=record.invalidated_at if last else writers[n]["at"],
+                forgotten_by=record.forgotten_by if last else None,
+            ))
+        return versions or [record]
+
+    def recall(self, memory: Memory, query: str | None, text: str | None, limit: int, include: str) -> ProviderRecall:
+        degraded = ["text:not_supported"] if text else []
+        if not query:
+            return ProviderRecall([], degraded)
+        with self._lock:
+            found = self._client.search(query, filters={"user_id": memory.id}, top_k=limit, threshold=0.0)
+        hits: list[tuple[RecordVersion, float, tuple[str, ...]]] = []
+        for item in _results(found):
+            version = self._version(memory, item)
+            if version is not None and (include == "all" or version.status == "active"):
+                hits.append((version, float(item.get("score") or 0.0), ("query",)))
+        best = max((score for _, score, _ in hits), default=None)
+        return ProviderRecall(hits, degraded, best)
+
+    # -- erase ---------------------------------------------------------------------------------------
+
+    def erase(self, memory: Memory, records: Sequence[RecordVersion]) -> ProviderErase:
+        erased: list[str] = []
+        unreachable: list[dict[str, Any]] = []
+        with self._lock:
+            for record in records:
+                mem0_id = mem0_id_of(record.id)
+                if mem0_id is None or self._fetch(memory, mem0_id) is None:
+                    continue
+                self._client.delete(mem0_id)
+                erased.append(record.id)
+                unreachable += self._history_left(record.id, mem0_id)
+            if erased and self._settings.infers:
+                unreachable += [
+                    {"record_id": rid, "where": "mem0 message log",
+                     "reason": "mem0 keeps the recent raw messages it derived from per user, with no call to remove "
+                               "them one by one", "until": None}
+                    for rid in erased
+                ]
+        return ProviderErase(erased, unreachable)
+
+    def _history_left(self, record_id: str, mem0_id: str) -> list[dict[str, Any]]:
+        """Remove a deleted record's rows from mem0's history table where the adapter holds it (mem0 keeps
+        every text there, and its API cannot remove them); else report them."""
+        if self._history_db is not None:
+            with sqlite3.connect(self._history_db) as db:
+                db.execute("DELETE FROM history WHERE memory_id = ?", (mem0_id,))
+            return []
+        return [{"record_id": record_id, "where": "mem0 history",
+                 "reason": "mem0 keeps every text a record held in its history, and its API has no call to remove it",
+                 "until": None}]
+
+    def drop_memory(self, memory: Memory) -> None:
+        with self._lock:
+            listed = self._client.get_all(filters={"user_id": memory.id}, top_k=SCAN_MAX)
+            for item in _results(listed):
+                if self._version(memory, item) is None:
+                    continue
+                self._client.delete(item["id"])
+                self._history_left(record_id_of(item["id"]), str(item["id"]))
+
+    # -- the mapping -------------------------------------------------------------------------------------
+
+    def _meta(self, memory: Memory, record: RecordVersion) -> dict[str, Any]:
+        return {
+            "tenant": memory.tenant,
+            "memory_id": memory.id,
+            "type": record.type,
+            "attributes": record.attributes,
+            "valid_from": record.valid_from,
+            "valid_to": record.valid_to,
+            "references": list(record.references),
+            "status": "active",
+            "version": record.version,
+            "written_at": record.written_at,
+            "written_by": record.written_by,
+            "writers": [_writer_entry(record, text_changed=True)],
+        }
+
+    def _stored_meta(self, memory: Memory, mem0_id: str) -> dict[str, Any]:
+        with self._lock:
+            item = self._client.get(mem0_id)
+        return dict(((item or {}).get("metadata") or {}).get(META) or {})
+
+    def _fetch(self, memory: Memory, mem0_id: str) -> RecordVersion | None:
+        item = self._client.get(mem0_id)
+        return self._version(memory, item) if item else None
+
+    def _version(self, memory: Memory, item: dict[str, Any]) -> RecordVersion | None:
+        """A mem0 memory as a record of `memory`, or None when it is not one: every record fetched is
+        checked against the memory and the tenant, whatever mem0 was asked (§10.3)."""
+        meta = (item.get("metadata") or {}).get(META) or {}
+        if str(item.get("user_id")) != memory.id:
+            return None
+        if meta and (meta.get("tenant") != memory.tenant or meta.get("memory_id") != memory.id):
+            return None
+        record_id = record_id_of(item["id"])
+        status = meta.get("status", "active")
+        return RecordVersion(
+            tenant=memory.tenant,
+            memory_id=memory.id,
+            id=record_id,
+            chain_id=record_id,
+            version=int(meta.get("version", 1)),
+            type=str(meta.get("type", "fact")),
+            content=str(item.get("memory", "")),
+            attributes=dict(meta.get("attributes") or {}),
+            status=status,
+            supersedes=None,
+            superseded_by=None,
+            valid_from=meta.get("valid_from"),
+            valid_to=meta.get("valid_to"),
+            written_at=str(meta.get("written_at") or item.get("updated_at") or item.get("created_at") or ""),
+            invalidated_at=meta.get("invalidated_at") if status == "forgotten" else None,
+            written_by=dict(meta.get("written_by") or PROVIDER_WRITER),
+            references=tuple(meta.get("references") or ()),
+            forgotten_by=meta.get("forgotten_by") if status == "forgotten" else None,
+        )
+
+
+def _writer_entry(record: RecordVersion, *, text_changed: bool) -> dict[str, Any]:
+    return {"by": record.written_by, "at": record.written_at, "text_changed": text_changed}
+
+
+def _results(answer: Any) -> list[dict[str, Any]]:
+    if isinstance(answer, dict):
+        return list(answer.get("results") or [])
+    return list(answer or [])
+
+
+# -- connecting ------------------------------------------------------------------------------------------
+
+
+class PlatformCalls:
+    """mem0's Platform client (`MemoryClient`) behind the calls the adapter makes of mem0 OSS's `Memory`: the
+    Platform pages a listing (`page`, `page_size`) where OSS takes `top_k`, takes no threshold on search, and
+    answers an add at once only when asked (`async_mode=False`: the adapter answers with what it wrote).
+    Covered at its HTTP boundary by the tests, not against the hosted service (docs/decisions.md)."""
+
+    PAGE = 100
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def add(self, messages: Any, *, user_id: str, metadata: dict[str, Any], infer: bool) -> Any:
+        return self._client.add(messages, user_id=user_id, metadata=metadata, infer=infer, async_mode=False)
+
+    def get(self, memory_id: str) -> Any:
+        try:
+            return self._client.get(memory_id)
+        except Exception as error:  # the Platform answers 404 for an id it does not hold
+            if "not found" in str(error).lower() or getattr(error, "status_code", None) == 404:
+                return None
+            raise
+
+    def get_all(self, *, filters: dict[str, Any], top_k: int) -> dict[str, Any]:
+        found: list[dict[str, Any]] = []
+        page = 1
+        while len(found) < top_k:
+            answer = self._client.get_all(filters=filters, page=page, page_size=self.PAGE)
+            found += list(answer.get("results") or [])
+            if not answer.get("next"):
+                break
+            page += 1
+        return {"results": found[:top_k]}
+
+    def search(self, query: str, *, filters: dict[str, Any], top_k: int, threshold: float = 0.0) -> Any:
+        return self._client.search(query, filters=filters, top_k=top_k)
+
+    def update(self, memory_id: str, *, text: str | None = None, metadata: dict[str, Any] | None = None) -> Any:
+        return self._client.update(memory_id, text=text, metadata=metadata)
+
+    def delete(self, memory_id: str) -> Any:
+        return self._client.delete(memory_id)
+
+    def history(self, memory_id: str) -> Any:
+        return self._client.history(memory_id)
+
+
+def _no_telemetry() -> None:
+    """mem0 reports usage to PostHog unless told not to, reading MEM0_TELEMETRY when first imported: set it
+    before, and switch its flag off after, in case something imported mem0 earlier. Nothing the server
+    does may reach a third party it was not connected to."""
+    os.environ["MEM0_TELEMETRY"] = "False"
+    from mem0.memory import telemetry
+
+    telemetry.MEM0_TELEMETRY = False
+
+
+def _offline(folder: str) -> None:
+    """Before mem0 is first imported (it reads these then): no telemetry (PostHog would reach the
+    network), its home under `folder`, and a placeholder key for the OpenAI client its default config
+    builds and the adapter never calls without a model."""
+    os.environ["MEM0_TELEMETRY"] = "False"
+    os.environ.setdefault("MEM0_DIR", str(Path(folder) / "mem0-home"))
+    os.environ.setdefault("OPENAI_API_KEY", "not-used-without-a-model")
+    logging.getLogger("mem0").setLevel(logging.ERROR)
+
+
+def connect(settings: Mem0Settings, *, embedder: Any, dimensions: int, now: Callable[[], str]) -> Mem0Provider:
+    """The provider, connected as the operator configured it: mem0 OSS in this process with `embedder`
+    (ours, so both sides of a memory embed alike), or the Platform's client."""
+    if settings.mode == "platform":
+        _no_telemetry()
+        from mem0 import MemoryClient
+
+        client = MemoryClient(api_key=settings.api_key, host=settings.host) if settings.host else MemoryClient(
+            api_key=settings.api_key)
+        return Mem0Provider(PlatformCalls(client), settings, now=now)
+    folder = settings.folder or tempfile.mkdtemp(prefix="uhp-mem0-")
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    _offline(folder)
+    _no_telemetry()
+    from mem0 import Memory
+
+    history_db = str(Path(folder) / "history.db")
+    config: dict[str, Any] = {
+        "vector_store": settings.vector_store or {
+            "provider": "qdrant",
+            "config": {"collection_name": "uhp", "embedding_model_dims": dimensions,
+                       "path": str(Path(folder) / "qdrant"), "on_disk": True},
+        },
+        "history_db_path": history_db,
+    }
+    if settings.infers:
+        config["llm"] = {"provider": "openai", "config": {
+            "model": settings.derive_model, "openai_base_url": settings.derive_url,
+            "api_key": settings.derive_api_key or "not-needed-by-a-local-server"}}
+    client = Memory.from_config(config)
+    client.embedding_model = _as_mem0_embedder(embedder)
+    return Mem0Provider(client, settings, history_db=history_db, now=now)
+
+
+def _as_mem0_embedder(embedder: Any) -> Any:
+    """Our embedder (uhp_memories.search Embedder) behind mem0's custom-embedder interface."""
+    from mem0.embeddings.base import EmbeddingBase
+
+    class Ours(EmbeddingBase):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+
+        def embed(self, text: Any, memory_action: Any = None) -> list[float]:
+            return list(embedder.embed([str(text)])[0])
+
+        def embed_batch(self, texts: Any, memory_action: Any = "add") -> list[list[float]]:
+            return [list(v) for v in embedder.embed([str(t) for t in texts])]
+
+    return Ours()

@@ -1,0 +1,317 @@
+"""Prime (§9.1): what the owner of a memory marks as always relevant, placed within a token budget.
+
+Pins are a person's act: `PUT /v1/memories/{id}/prime` replaces a memory's list and needs `delete`,
+the owner's privilege (a harness's key holds read and write, so no agent pins anything by writing).
+A pin names a record chain and the version the owner pinned. Prime shows the chain's newest version
+that is either the pinned one or was written by someone other than an agent (a principal of kind
+`harness`): a person's revision of a pinned record shows at once; an agent's revision never reaches
+prime until the owner pins that version again. A chain whose current version is forgotten shows
+nothing.
+
+`prime` answers, per starting memory the caller may read (the harness's list as GET
+/v1/harnesses/{id}/memories reads it, then the session's memory, §9 `metadata.memory`), the memory's
+name, description and readable children, then its pinned records, within the budget. Everything in it
+that a principal wrote (names, descriptions, record content) is data, fenced (uhp_memories.domain.fence),
+beside who wrote it (§13). Every memory's header
+is placed before any record, in the list's order; then records, memory by memory, in pin order. What
+does not fit whole is left out and counted (`omitted`), never cut. Tokens are counted with the
+injected counter (uhp_memories.tokens: the MiniLM tokenizer) over the placed text: a header's name,
+description and children's names and descriptions; a record's type, writer and fenced content.
+
+The server records what it placed (a `Placement`: per memory, the tokens and the record versions), under
+the harness, for `PLACEMENT_DAYS`, and answers its id (`prime_id`). A turn names it
+(`POST .../turns {"prime_id"}`) and its `asked` episode then keeps the server's own record of what the
+session was primed with, never the client's account of it. Only the principal that primed may name a
+placement: another caller's turn must not copy the memory ids a harness was shown into a memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from uhp_memories.domain.agents.harnesses import Attachment, HarnessService
+from uhp_memories.domain.context import Ports
+from uhp_memories.domain.errors import (
+    MemoriesNotAttached,
+    MemoryConflict,
+    MemoryInvalid,
+    MemoryNotFound,
+    RecordNotFound,
+    TreeChanged,
+)
+from uhp_memories.domain.fence import Fence
+from uhp_memories.domain.memories.service import MemoryService, MemorySummary
+from uhp_memories.domain.models import Caller, Memory, RecordVersion
+from uhp_memories.domain.records.service import ID_PATTERN
+
+MAX_PINS = 20
+BUDGET_DEFAULT = 2_000
+BUDGET_MAX = 20_000
+PIN_PRIVILEGE = "delete"
+AGENT_KIND = "harness"  # written_by.kind of an agent's write (principal harness:<id>)
+PLACEMENT_DAYS = 7  # how long a placement can be named by a turn: a session, with days to spare
+PRIME_ID_PREFIX = "hprm_"
+
+
+@dataclass(frozen=True)
+class Pin:
+    chain_id: str
+    record_id: str  # the version the owner pinned
+    pinned_by: str
+    pinned_at: int
+
+
+class PinRepository(Protocol):
+    def get(self, tenant: str, memory_id: str) -> list[Pin]:
+        """The memory's pins in their order; none when never set."""
+        ...
+
+    def replace(self, tenant: str, memory_id: str, pins: Sequence[Pin]) -> None:
+        """Replace the list; TreeChanged when the memory is missing or being deleted (nothing written)."""
+        ...
+
+
+@dataclass(frozen=True)
+class PlacedMemory:
+    memory_id: str
+    tokens: int  # the header's and the placed records' together
+    record_ids: tuple[str, ...]  # the versions placed, in order
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What one prime placed, as the server recorded it."""
+
+    prime_id: str
+    harness_id: str
+    primed_by: str  # the principal that asked for prime
+    primed_at: int  # ms
+    budget: int
+    tokens: int
+    expires_at: int  # epoch seconds: the TTL that removes it
+    memories: tuple[PlacedMemory, ...]
+
+
+class PlacementRepository(Protocol):
+    def record(self, tenant: str, placement: Placement) -> None:
+        """Keep the placement until its `expires_at` (a TTL: removed some time after, not at it)."""
+        ...
+
+    def get(self, tenant: str, harness_id: str, prime_id: str) -> Placement | None:
+        """The placement, None when unknown (an expired one not yet removed is answered)."""
+        ...
+
+
+@dataclass(frozen=True)
+class PinnedRecord:
+    pin: Pin
+    shown: RecordVersion | None  # what prime shows of the chain now (None: forgotten or gone)
+
+
+@dataclass(frozen=True)
+class PlacedRecord:
+    record: RecordVersion
+    pinned_record_id: str
+    content: str  # fenced
+    tokens: int
+
+
+@dataclass
+class PrimedMemory:
+    attachment: Attachment
+    memory: Memory
+    children: list[MemorySummary]
+    # What principals wrote about the memory and its children, as one fenced block (header_text): one
+    # fence a memory, not one a field, since each fence costs the agent tokens (about 40 here).
+    header: str = ""
+    tokens: int = 0
+    placed: bool = False
+    records: list[PlacedRecord] = field(default_factory=list)
+    omitted: int = 0
+
+
+@dataclass(frozen=True)
+class PrimeAnswer:
+    prime_id: str  # the server's record of this placement (Placement)
+    harness_id: str
+    budget: int
+    tokens: int
+    fence: str
+    memories: list[PrimedMemory]  # those placed
+    omitted_memories: int
+    omitted_records: int
+
+
+def agent_written(record: RecordVersion) -> bool:
+    return record.written_by.get("kind") == AGENT_KIND
+
+
+def shown_version(chain: Sequence[RecordVersion], pin: Pin) -> RecordVersion | None:
+    """The chain's newest version that is the pinned one or a non-agent's; None when forgotten."""
+    if not chain or chain[-1].status == "forgotten":
+        return None
+    for version in reversed(chain):
+        if version.id == pin.record_id or not agent_written(version):
+            return version
+    return None
+
+
+def header_text(memory: Memory, children: Sequence[MemorySummary]) -> str:
+    """What principals wrote about a memory, as prime places it (fenced): its name, its description, and
+    each readable child's name, id and description, a line each."""
+    lines = [memory.name, memory.description, *(f"- {c.name} ({c.id}): {c.description}" for c in children)]
+    return "\n".join(lines)
+
+
+def record_text(record: RecordVersion, fenced: str) -> str:
+    by = record.written_by
+    return f"{record.type} by {by.get('kind')}:{by.get('id')}\n{fenced}"
+
+
+class PrimeService:
+    def __init__(
+        self,
+        ports: Ports,
+        memories: MemoryService,
+        harnesses: HarnessService,
+        pins: PinRepository,
+        placements: PlacementRepository,
+        count_tokens: Callable[[str], int],
+    ) -> None:
+        self._ports = ports
+        self._memories = memories
+        self._harnesses = harnesses
+        self._pins = pins
+        self._placements = placements
+        self._count = count_tokens
+
+    # -- pins -------------------------------------------------------------------------------------
+
+    def pin(self, caller: Caller, memory_id: str, record_ids: Sequence[str]) -> list[PinnedRecord]:
+        """Replace the memory's pins with these records, each a current, active record of the memory."""
+        access = self._ports.access(caller)
+        self._ports.providers.require_native(access.require(memory_id, PIN_PRIVILEGE), "prime pins")
+        if len(record_ids) > MAX_PINS:
+            raise MemoryInvalid(f"a memory has at most {MAX_PINS} records pinned for prime")
+        if len(set(record_ids)) != len(record_ids):
+            raise MemoryInvalid("a record is pinned at most once")
+        before = {p.record_id: p for p in self._pins.get(caller.tenant, memory_id)}
+        pins: list[Pin] = []
+        for record_id in record_ids:
+            found = ID_PATTERN.match(record_id)
+            record = self._ports.records.get(caller.tenant, memory_id, record_id) if found else None
+            if record is None:
+                raise RecordNotFound(record_id)
+            if not record.is_current or record.status != "active":
+                latest = self._ports.records.chain(caller.tenant, record.chain_id)[-1]
+                raise MemoryConflict(
+                    f"record {record_id} is not a current record; pin its current version instead",
+                    current_record_id=latest.id if latest.status == "active" else None,
+                )
+            kept = before.get(record_id)
+            pins.append(kept or Pin(record.chain_id, record.id, caller.principal, self._ports.clock.now_ms()))
+        try:
+            self._pins.replace(caller.tenant, memory_id, pins)
+        except TreeChanged:
+            raise MemoryNotFound(memory_id) from None
+        return self._pinned(caller, memory_id, pins)
+
+    def pinned(self, caller: Caller, memory_id: str) -> list[PinnedRecord]:
+        """The memory's pins with what prime shows of each (read needed: prime shows them to readers)."""
+        self._ports.access(caller).require(memory_id, "read")
+        return self._pinned(caller, memory_id, self._pins.get(caller.tenant, memory_id))
+
+    def _pinned(self, caller: Caller, memory_id: str, pins: Sequence[Pin]) -> list[PinnedRecord]:
+        found = []
+        for pin in pins:
+            chain = [v for v in self._ports.records.chain(caller.tenant, pin.chain_id) if v.memory_id == memory_id]
+            found.append(PinnedRecord(pin, shown_version(chain, pin)))
+        return found
+
+    # -- prime ------------------------------------------------------------------------------------
+
+    def placement(self, caller: Caller, harness_id: str, prime_id: str) -> Placement:
+        """The placement the caller's own prime recorded; memory_invalid when unknown, expired or another's."""
+        found = (
+            self._placements.get(caller.tenant, harness_id, prime_id)
+            if prime_id.startswith(PRIME_ID_PREFIX) and ID_PATTERN.match(prime_id)
+            else None
+        )
+        expired = found is not None and found.expires_at * 1000 <= self._ports.clock.now_ms()
+        if found is None or expired or found.primed_by != caller.principal:
+            raise MemoryInvalid(
+                f"prime_id names no placement of this harness's prime by this caller in the last {PLACEMENT_DAYS} days"
+            )
+        return found
+
+    def prime(self, caller: Caller, harness_id: str, budget: int | None = None) -> PrimeAnswer:
+        budget = BUDGET_DEFAULT if budget is None else budget
+        if not 1 <= budget <= BUDGET_MAX:
+            raise MemoryInvalid(f"budget is 1 to {BUDGET_MAX} tokens")
+        entries = self._harnesses.starting(caller, harness_id)  # the harness and its owners only
+        if not entries:
+            raise MemoriesNotAttached(harness_id)
+        access = self._ports.access(caller)
+        primed: list[tuple[PrimedMemory, list[PinnedRecord]]] = []
+        for entry in entries:
+            memory = access.memory(entry.memory_id)
+            if memory is None or "read" not in access.privileges(entry.memory_id):
+                continue
+            _, children = self._memories.neighbours(access, memory)
+            shown = [p for p in self._pinned(caller, memory.id, self._pins.get(caller.tenant, memory.id)) if p.shown]
+            primed.append((PrimedMemory(entry, memory, children), shown))
+        fence = Fence([
+            *(p.shown.content for _, pins in primed for p in pins if p.shown),
+            *(header_text(m.memory, m.children) for m, _ in primed),
+        ])
+        for memory_part, _ in primed:
+            memory_part.header = fence.wrap(header_text(memory_part.memory, memory_part.children))
+        left = budget
+        for memory_part, _ in primed:
+            tokens = self._count(memory_part.header)
+            if tokens <= left:
+                memory_part.placed, memory_part.tokens = True, tokens
+                left -= tokens
+        omitted_records = 0
+        for memory_part, pins in primed:
+            if not memory_part.placed:
+                omitted_records += len(pins)
+                continue
+            for pinned in pins:
+                record = pinned.shown
+                assert record is not None
+                fenced = fence.wrap(record.content)
+                tokens = self._count(record_text(record, fenced))
+                if tokens > left:
+                    memory_part.omitted += 1
+                    omitted_records += 1
+                    continue
+                memory_part.records.append(PlacedRecord(record, pinned.pin.record_id, fenced, tokens))
+                memory_part.tokens += tokens
+                left -= tokens
+        placed = [m for m, _ in primed if m.placed]
+        now = self._ports.clock.now_ms()
+        placement = Placement(
+            prime_id=self._ports.ids.new(PRIME_ID_PREFIX),
+            harness_id=harness_id,
+            primed_by=caller.principal,
+            primed_at=now,
+            budget=budget,
+            tokens=budget - left,
+            expires_at=now // 1000 + PLACEMENT_DAYS * 86_400,
+            memories=tuple(PlacedMemory(m.memory.id, m.tokens, tuple(r.record.id for r in m.records)) for m in placed),
+        )
+        self._placements.record(caller.tenant, placement)
+        return PrimeAnswer(
+            prime_id=placement.prime_id,
+            harness_id=harness_id,
+            budget=budget,
+            tokens=budget - left,
+            fence=fence.nonce,
+            memories=placed,
+            omitted_memories=len(primed) - len(placed),
+            omitted_records=omitted_records,
+        )
+

@@ -1,0 +1,422 @@
+"""The memory tree (§2): create, read, update and move, delete, and the listings."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from uhp_memories.domain import cursors
+from uhp_memories.domain.access.check import AccessView, ordered
+from uhp_memories.domain.context import Ports
+from uhp_memories.domain.errors import MemoryBusy, MemoryInvalid, MemoryNotFound, TreeChanged
+from uhp_memories.domain.files.service import FileRepository, ObjectStore, held_file, memory_prefix
+from uhp_memories.domain.limits import LIST_DEFAULT, LIST_MAX, MAX_TREE_DEPTH, MOVE_ITEMS_MAX
+from uhp_memories.domain.models import NATIVE_PROVIDER, PRIVILEGES, Caller, Grant, Memory, Page
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    """A memory as one caller sees it: placement only as far up as it may see, its own privileges."""
+
+    memory: Memory
+    parent_id: str | None
+    ancestors: list[str]
+    privileges: list[str]
+    children_count: int
+
+
+@dataclass(frozen=True)
+class MemorySummary:
+    """The short form a recall or list response names for the parent and children."""
+
+    id: str
+    name: str
+    description: str
+    records_count: int
+    children_count: int
+    described_by: str = ""  # who wrote the name and description (Memory.describer)
+
+
+class MemoryIndex(Protocol):
+    """The recall index as a subtree delete sees it (uhp_memories.search.RecallEngine)."""
+
+    def drop_memory(self, tenant: str, memory_id: str) -> None:
+        ...
+
+
+class MemoryService:
+    def __init__(
+        self,
+        ports: Ports,
+        objects: ObjectStore | None = None,
+        holds: Callable[[str, str], bool] | None = None,
+        index: Callable[[], MemoryIndex | None] | None = None,
+        files: FileRepository | None = None,
+    ) -> None:
+        self._ports = ports
+        self._objects = objects
+        self._files = files
+        self._index = index
+        # Whether a run holds a memory (a move or a delete then answers memory_busy).
+        self._holds = holds
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, caller: Caller, memory_id: str) -> MemoryView:
+        access = self._ports.access(caller)
+        return self.view(access, access.visible(memory_id))
+
+    def view(self, access: AccessView, memory: Memory) -> MemoryView:
+        ancestors = access.visible_ancestors(memory)
+        return MemoryView(
+            memory=memory,
+            parent_id=ancestors[-1] if ancestors else None,
+            ancestors=ancestors,
+            privileges=ordered(access.privileges(memory.id)),
+            children_count=len(self._visible_children(access, memory.id)),
+        )
+
+    def summary(self, access: AccessView, memory: Memory) -> MemorySummary:
+        return MemorySummary(
+            memory.id,
+            memory.name,
+            memory.description,
+            memory.record_count,
+            len(self._visible_children(access, memory.id)),
+            memory.describer,
+        )
+
+    def neighbours(
+        self, access: AccessView, memory: Memory, children: Sequence[Memory] | None = None
+    ) -> tuple[MemorySummary | None, builtins.list[MemorySummary]]:
+        """The parent and the direct children the caller may read: where a reader can go from here
+        (§6.1). Only `read` counts: a write-only or create-only grantee still reaches such a memory
+        by its id, but a read response does not send a reader where it cannot read. `children`: the
+        memory's children as just read, if the caller has them (all of them: the readable ones are
+        chosen here)."""
+        parent = None
+        if memory.parent_id and "read" in access.privileges(memory.parent_id):
+            parent_memory = access.memory(memory.parent_id)
+            parent = self.summary(access, parent_memory) if parent_memory else None
+        below = [c for c in self._visible_children(access, memory.id, children) if "read" in access.privileges(c.id)]
+        return parent, [self.summary(access, child) for child in below]
+
+    def list(
+        self,
+        caller: Caller,
+        *,
+        parent: str | None = None,
+        ancestor: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page:
+        size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
+        if parent is not None and ancestor is not None:
+            raise MemoryInvalid("pass parent or ancestor, not both")
+        access = self._ports.access(caller)
+        if parent is not None:
+            access.visible(parent)
+            found = self._visible_children(access, parent)
+            kind = "children"
+        elif ancestor is not None:
+            access.visible(ancestor)
+            found = self._visible_descendants(access, ancestor)
+            kind = "descendants"
+        else:
+            found = self._entry_points(access)
+            kind = "entry"
+        found.sort(key=lambda m: (m.created_at, m.id))
+        # The entry points are the caller's own: a cursor of them names the principal.
+        over = parent or ancestor or caller.principal
+        after = cursors.decode(kind, cursor, (int, str), over=over)
+        if after is not None:
+            found = [m for m in found if [m.created_at, m.id] > after]
+        page = found[:size]
+        next_cursor = None
+        if len(found) > size:
+            last = page[-1]
+            next_cursor = cursors.encode(kind, [last.created_at, last.id], over=over)
+        return Page([self.view(access, m) for m in page], next_cursor)
+
+    def _visible_children(
+        self, access: AccessView, memory_id: str, children: Sequence[Memory] | None = None
+    ) -> builtins.list[Memory]:
+        if children is None:
+            children = self._ports.memories.children(access.caller.tenant, memory_id)
+        access.from_store(children)
+        return [child for child in children if not child.deleting and access.can_see(child.id)]
+
+    def _visible_descendants(self, access: AccessView, memory_id: str) -> builtins.list[Memory]:
+        """Every descendant the caller may see. The walk goes on through nodes it cannot see, since a
+        restricted node it cannot read may hold a child granted to it."""
+        tenant = access.caller.tenant
+        found: builtins.list[Memory] = []
+        frontier = [memory_id]
+        seen = {memory_id}
+        while frontier:
+            next_frontier: builtins.list[str] = []
+            for node_id in frontier:
+                children = self._ports.memories.children(tenant, node_id)
+                access.from_store(children)
+                for child in children:
+                    if child.id in seen or child.deleting:
+                        continue
+                    seen.add(child.id)
+                    next_frontier.append(child.id)
+                    if access.can_see(child.id):
+                        found.append(child)
+            frontier = next_frontier
+        return found
+
+    def _entry_points(self, access: AccessView) -> builtins.list[Memory]:
+        """Every memory the caller holds a privilege on whose parent it cannot see. Only a node with a
+        direct grant can be one: below it, inheritance makes the parent visible."""
+        found: builtins.list[Memory] = []
+        for memory_id in access.granted_memory_ids:
+            memory = access.memory(memory_id)
+            if memory is not None and access.is_entry_point(memory):
+                found.append(memory)
+        return found
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def create(
+        self,
+        caller: Caller,
+        *,
+        name: str,
+        description: str = "",
+        parent_id: str | None = None,
+        restricted: bool = False,
+        provider: str | None = None,
+    ) -> MemoryView:
+        access = self._ports.access(caller)
+        inherited_provider = NATIVE_PROVIDER
+        ancestors: tuple[str, ...] = ()
+        if parent_id is not None:
+            parent = access.require(parent_id, "create")
+            chain = self._chain(access, parent)
+            if len(chain) >= MAX_TREE_DEPTH:
+                raise MemoryInvalid(f"a memory tree is at most {MAX_TREE_DEPTH} levels deep")
+            ancestors = tuple(node.id for node in reversed(chain))
+            inherited_provider = parent.provider
+        # §2: set at creation, inherited from the parent when omitted; only a provider this server is
+        # connected to (§10.1), whatever the parent's provider is.
+        chosen_provider = provider or inherited_provider
+        offered = self._ports.providers.ids
+        if chosen_provider not in offered:
+            raise MemoryInvalid(f"unknown provider '{chosen_provider}'; this server offers {list(offered)}")
+        now = self._ports.clock.now_ms()
+        memory = Memory(
+            tenant=caller.tenant,
+            id=self._ports.ids.new("hmem_"),
+            name=name,
+            description=description,
+            parent_id=parent_id,
+            restricted=restricted,
+            provider=chosen_provider,
+            created_by=caller.principal,
+            created_at=now,
+            updated_at=now,
+            ancestors=ancestors,
+        )
+        # Whoever creates a memory holds all four privileges on it: a real grant, listed and
+        # inherited like any other.
+        creator_grant = Grant(
+            tenant=caller.tenant,
+            id=self._ports.ids.new("hgrt_"),
+            memory_id=memory.id,
+            principal=caller.principal,
+            privileges=PRIVILEGES,
+            created_at=now,
+            created_by=caller.principal,
+            implicit=True,
+        )
+        try:
+            self._ports.memories.create(memory, creator_grant)
+        except TreeChanged:
+            raise MemoryNotFound(parent_id) from None
+        return self.get(caller, memory.id)
+
+    def update(self, caller: Caller, memory_id: str, changes: dict[str, Any]) -> MemoryView:
+        """Rename, describe, restrict, or move (`parent_id` present in `changes`, null for a root).
+
+        Renaming needs write; changing `restricted` or moving changes who can reach the memory, so it
+        needs delete, and a move also needs create on the new parent."""
+        access = self._ports.access(caller)
+        memory = access.visible(memory_id)
+        for field in ("name", "description", "restricted"):
+            if field in changes and changes[field] is None:
+                raise MemoryInvalid(f"{field} cannot be null")
+        if "provider" in changes and changes["provider"] != memory.provider:
+            raise MemoryInvalid("a memory's provider is set at creation and cannot be changed")
+        if "name" in changes or "description" in changes:
+            access.require(memory_id, "write")
+        if "restricted" in changes and changes["restricted"] != memory.restricted:
+            access.require(memory_id, "delete")
+        parent_chain: builtins.list[Memory] = []
+        below: builtins.list[Memory] = []
+        moving = "parent_id" in changes and changes["parent_id"] != memory.parent_id
+        if moving:
+            access.require(memory_id, "delete")
+            descendants = self._descendants(caller.tenant, memory_id)
+            self._check_not_busy(caller.tenant, [memory_id, *(d.id for d in descendants)])
+            new_parent_id = changes["parent_id"]
+            if new_parent_id is not None:
+                new_parent = access.require(new_parent_id, "create")
+                parent_chain = self._chain(access, new_parent)
+                if any(node.id == memory_id for node in parent_chain):
+                    raise MemoryInvalid("a memory cannot move under itself or one of its descendants")
+                # The whole subtree moves: its deepest node must still fit within the depth limit, or
+                # later moves could stack trees deeper than the chain walked above to find a cycle.
+                room = MAX_TREE_DEPTH - len(parent_chain)
+                if self._subtree_height(caller.tenant, memory_id, room) > room:
+                    raise MemoryInvalid(f"a memory tree is at most {MAX_TREE_DEPTH} levels deep")
+            below = self._rechained(memory_id, tuple(n.id for n in reversed(parent_chain)), descendants)
+            self._check_move_size(parent_chain, below)
+        updated = memory.evolve(
+            name=changes.get("name", memory.name),
+            description=changes.get("description", memory.description),
+            restricted=changes.get("restricted", memory.restricted),
+            parent_id=changes["parent_id"] if moving else memory.parent_id,
+            ancestors=tuple(n.id for n in reversed(parent_chain)) if moving else memory.ancestors,
+        )
+        if updated == memory:
+            # Nothing changes: nothing is written, so no privilege beyond seeing the memory is needed.
+            return self.view(access, memory)
+        described = updated.name != memory.name or updated.description != memory.description
+        updated = updated.evolve(
+            updated_at=self._ports.clock.now_ms(),
+            described_by=caller.principal if described else memory.described_by,
+        )
+        try:
+            self._ports.memories.update(updated, memory.parent_id, parent_chain, below)
+        except TreeChanged:
+            raise MemoryInvalid("the tree changed under this move; read the memory again and retry") from None
+        # Answer with the memory as written, seen with the caller's privileges after the change: a
+        # move or a restrict may cut the caller's own reach, and then it holds nothing on it (but it
+        # was just told the memory exists, so the answer still names it).
+        after = self._ports.access(caller)
+        after.remember(updated)
+        return self.view(after, updated)
+
+    def delete(self, caller: Caller, memory_id: str) -> None:
+        """Hide the whole subtree at once, then remove its records, files, grants and nodes, in this
+        request (the removal workflow runs the same two steps, the second in Step Functions)."""
+        self.hide(caller, memory_id)
+        self.purge_hidden(caller.tenant, memory_id)
+
+    def hide(self, caller: Caller, memory_id: str) -> builtins.list[str]:
+        """Check the caller may delete, then hide the memory and every descendant at once: from here
+        on every read and write treats them as gone. Returns the hidden ids, root first."""
+        access = self._ports.access(caller)
+        access.require(memory_id, "delete")
+        subtree = self._subtree(caller.tenant, memory_id)
+        self._check_not_busy(caller.tenant, subtree)
+        self._ports.memories.mark_deleting(caller.tenant, subtree)
+        return subtree
+
+    def _check_not_busy(self, tenant: str, subtree: builtins.list[str]) -> None:
+        """§12: a move or a delete while a run (a consolidation, an erase) holds the memory or any memory
+        below it is memory_busy: purging or moving a child under a running pass would pull its records
+        away mid-run. The message names only the memory the caller acted on."""
+        if self._holds is None:
+            return
+        if any(self._holds(tenant, node_id) for node_id in subtree):
+            raise MemoryBusy(
+                f"a run holds memory {subtree[0]} or a memory below it; try again when it has finished"
+            )
+
+    def purge_hidden(self, tenant: str, memory_id: str) -> builtins.list[str]:
+        """Remove a hidden subtree for good, leaves first. Idempotent: a retry finishes what an
+        earlier attempt began. Returns the ids removed."""
+        subtree = self._subtree(tenant, memory_id)
+        index = self._index() if self._index is not None else None
+        for node_id in reversed(subtree):
+            node = self._ports.memories.get(tenant, node_id)
+            provider = self._ports.providers.of(node) if node is not None else None
+            if provider is not None and node is not None:  # another provider keeps its records
+                provider.drop_memory(node)
+            if index is not None:
+                index.drop_memory(tenant, node_id)
+            if self._objects is not None:
+                self._objects.delete_all_versions(memory_prefix(tenant, node_id))
+            if self._files is not None:
+                # A file's metadata names the upload (user content): it goes before the records that
+                # point at it, so a retried step still finds what is left.
+                for _, version in self._ports.records.scan_versions(tenant, node_id, None, None):
+                    file_id = held_file(version.content)
+                    if file_id is not None:
+                        self._files.delete(tenant, file_id)
+            self._ports.records.purge_memory(tenant, node_id)
+            self._ports.memories.purge(tenant, node_id)
+        return subtree
+
+    def _subtree(self, tenant: str, memory_id: str) -> builtins.list[str]:
+        if self._ports.memories.get(tenant, memory_id) is None:
+            return []
+        return [memory_id, *(d.id for d in self._descendants(tenant, memory_id))]
+
+    def _descendants(self, tenant: str, memory_id: str) -> builtins.list[Memory]:
+        """Every memory below this one as read, level by level (a parent before its children)."""
+        found: builtins.list[Memory] = []
+        frontier = [memory_id]
+        while frontier:
+            children = [c for node in frontier for c in self._ports.memories.children(tenant, node)]
+            found.extend(children)
+            frontier = [c.id for c in children]
+        return found
+
+    @staticmethod
+    def _rechained(
+        memory_id: str, ancestors: tuple[str, ...], descendants: Sequence[Memory]
+    ) -> builtins.list[Memory]:
+        """The memories below a moved one with their ancestors where it now sits (`ancestors`: its own)."""
+        chains = {memory_id: (*ancestors, memory_id)}
+        rechained = []
+        for node in descendants:  # a parent comes before its children
+            above = chains.get(node.parent_id or "")
+            if above is None:
+                continue  # under a node not read as below this one (it moved meanwhile): not ours to chain
+            rechained.append(node.evolve(ancestors=above))
+            chains[node.id] = (*above, node.id)
+        return rechained
+
+    @staticmethod
+    def _check_move_size(parent_chain: Sequence[Memory], below: Sequence[Memory]) -> None:
+        """A move is one transaction: the memory, a check of each memory above where it goes (so two
+        moves cannot close a cycle), and the new chain of each memory below it (domain/limits.py)."""
+        items = 1 + len(parent_chain) + len(below)
+        if items > MOVE_ITEMS_MAX:
+            raise MemoryInvalid(
+                f"a move is one transaction of at most {MOVE_ITEMS_MAX} memories: this one, the {len(below)} "
+                f"below it and the {len(parent_chain)} above where it goes make {items}; move some of the "
+                "memories below it first (and back under it after)"
+            )
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _chain(self, access: AccessView, memory: Memory) -> builtins.list[Memory]:
+        """The memory and all its ancestors, as read now (whether or not the caller may see them)."""
+        chain = [memory]
+        node = memory
+        while node.parent_id is not None and len(chain) <= MAX_TREE_DEPTH + 1:
+            parent = access.memory(node.parent_id)
+            if parent is None:
+                break
+            chain.append(parent)
+            node = parent
+        return chain
+
+    def _subtree_height(self, tenant: str, memory_id: str, limit: int) -> int:
+        """Levels in the subtree rooted at the memory (1 for a leaf), counted no further than limit + 1."""
+        height, frontier = 1, [memory_id]
+        while height <= limit:
+            frontier = [c.id for node in frontier for c in self._ports.memories.children(tenant, node)]
+            if not frontier:
+                break
+            height += 1
+        return height
+

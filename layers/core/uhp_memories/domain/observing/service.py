@@ -1,0 +1,236 @@
+"""Observe (§5.1) and the derivation that follows it.
+
+observe hands the provider raw episodes. They are written first, always, as records (one
+transaction: all or none), so nothing a derivation does afterwards can lose one. Where a deriver is
+configured (domain/derivation.py; `derivation: background` in the capability document), observe then
+starts a job and answers 202: the derive workflow (workflows/derive.asl.json) asks the model what is
+worth keeping and writes it as `fact` and `note` records, each with a `derived_from` reference to the
+episodes it came from (so erase follows them), stamped `written_by: {"kind": "deriver", "id":
+"native"}` with `origin` naming the job, the model and the prompt version. The job, read at
+GET .../jobs/{job}, is `pending`, then `completed` with the records it produced (the episodes and
+what was derived from them) or `failed` with the reason; the episodes stay either way.
+
+The derive step is idempotent. It asks the model once and writes the answer ahead into the job
+(`plan`, with the record ids drawn for it) before writing any record, so a retried step writes the
+same records, never a second model's different ones; each write is refused when its record already
+exists. A record is written only while every episode it came from is still there, in the same
+transaction (RecordRepository.append_derived): once an erase removed an episode, nothing derived from
+it can appear afterwards, and the erase's last look for derived records finds all of them. The plan
+holds derived text only while the step runs: the finished job keeps record ids, never content.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from uhp_memories.domain.context import Ports
+from uhp_memories.domain.errors import AlreadyExists, SourceGone, TreeChanged
+from uhp_memories.domain.jobs.service import Job, JobRepository, WorkflowRunner, start_job
+from uhp_memories.domain.models import Caller, RecordVersion
+from uhp_memories.domain.observing.derivation import (
+    DerivationError,
+    DerivationUsage,
+    Deriver,
+    EpisodeText,
+    references_for,
+)
+from uhp_memories.domain.records.service import RecordInput, RecordService, RecordView, VersionIndex, index_after_commit
+from uhp_memories.domain.removal.service import RemovalService
+from uhp_memories.domain.timefmt import format_ms
+
+logger = logging.getLogger(__name__)
+
+DERIVER = {"kind": "deriver", "id": "native"}
+DERIVE = "derive"  # the job kind and the workflow
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What observe answers: the episodes written, and the job deriving from them (None: nothing runs
+    after the answer, so the records are the whole answer)."""
+
+    records: list[RecordView]
+    job: Job | None
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A job as one reader sees it: a derive job with the records it produced that the reader may read
+    (an erased one is gone); every other job as removal shows it."""
+
+    job: Job
+    records: list[RecordView]
+
+
+class ObserveService:
+    def __init__(
+        self,
+        ports: Ports,
+        records: RecordService,
+        removal: RemovalService,
+        jobs: JobRepository,
+        workflows: WorkflowRunner,
+        deriver: Callable[[], Deriver | None] | None = None,
+        index: Callable[[], VersionIndex | None] | None = None,
+    ) -> None:
+        """`deriver` builds the configured deriver on first use (None: observe derives nothing). Whether
+        observe derives is known without building it: a Lambda that only writes episodes never pays
+        for a model client."""
+        self._ports = ports
+        self._records = records
+        self._removal = removal
+        self._jobs = jobs
+        self._workflows = workflows
+        self._deriver = deriver or (lambda: None)
+        self._index = index
+        self.derives = deriver is not None
+
+    # -- API ---------------------------------------------------------------------------------
+
+    def observe(self, caller: Caller, memory_id: str, episodes: list[RecordInput]) -> Observed:
+        """Write the episodes; where a deriver is configured, start the job that derives from them."""
+        views = self._records.observe(caller, memory_id, episodes)
+        if not self.derives:
+            return Observed(views, None)
+        memory = self._ports.memories.get(caller.tenant, memory_id)
+        if memory is not None and self._ports.providers.of(memory) is not None:
+            return Observed(views, None)  # another provider derives as it declares (§5.1), or not at all
+        job = start_job(self._ports, self._jobs, self._workflows, caller, DERIVE, memory_id, status="pending",
+                        result={"episodes": [v.record.id for v in views]})
+        return Observed(views, job)
+
+    def job(self, caller: Caller, memory_id: str, job_id: str) -> JobView:
+        """A job of this memory (404 for another memory's, as for an unknown one). A derive job needs
+        read on its memory and shows the records it produced that the caller may read."""
+        job = self._removal.job(caller, memory_id, job_id)
+        if job.kind != DERIVE:
+            return JobView(job, [])
+        produced = job.result.get("episodes", []) + job.result.get("records", [])
+        found = self._ports.records.get_many(caller.tenant, memory_id, produced)
+        return JobView(job, self._records.views(caller, memory_id, [found[i] for i in produced if i in found]))
+
+    # -- the workflow's steps ----------------------------------------------------------------
+
+    def derive(self, tenant: str, memory_id: str, job_id: str) -> Job | None:
+        """Derive from a job's episodes and write what the model kept. A finished job is answered as it
+        is. A refused or malformed answer fails the job; throttling and an unreachable model raise,
+        for the workflow to retry (then RecordDerivationFailure fails the job)."""
+        job = self._jobs.get(tenant, job_id)
+        if job is None or job.kind != DERIVE or job.status != "pending" or job.memory_id != memory_id:
+            return job
+        plan = job.result.get("plan")
+        if plan is None:
+            deriver = self._deriver()
+            if deriver is None:
+                return self._finish(job, "failed", error="derivation_not_configured")
+            episodes = self._episodes(job)
+            if not episodes:
+                return self._finish(job, "completed")
+            try:
+                derived = deriver.derive([EpisodeText.of(e) for e in episodes])
+            except DerivationError as error:
+                if error.retryable:
+                    raise
+                return self._finish(job, "failed", error=error.reason, usage=error.usage)
+            plan = [
+                {
+                    "id": self._ports.ids.new("hrec_"),
+                    "type": fact.type,
+                    "content": fact.content,
+                    "attributes": fact.attributes,
+                    "valid_from": fact.valid_from,
+                    "references": list(references_for(fact, [EpisodeText.of(e) for e in episodes])),
+                }
+                for fact in derived.facts
+            ]
+            ahead = {
+                **job.result,
+                "plan": plan,
+                "usage": _usage(derived.usage),
+                "model": derived.model,
+                "prompt_version": derived.prompt_version,
+            }
+            if not self._jobs.progress(tenant, job_id, ahead):
+                return self._jobs.get(tenant, job_id)  # finished meanwhile (a concurrent retry)
+            job = Job(**{**job.__dict__, "result": ahead})
+        return self._write_plan(job)
+
+    def record_failure(self, tenant: str, job_id: str, error: str) -> Job | None:
+        """The derive step kept failing after its retries: the job fails with `error` (its plan, and
+        the derived text in it, dropped); the episodes stay."""
+        job = self._jobs.get(tenant, job_id)
+        if job is None or job.status != "pending":
+            return job
+        return self._finish(job, "failed", error=error)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _episodes(self, job: Job) -> list[RecordVersion]:
+        """The job's episodes still there, in the order observed (an erased one is left out)."""
+        ids = job.result.get("episodes", [])
+        found = self._ports.records.get_many(job.tenant, job.memory_id, ids)
+        return [found[i] for i in ids if i in found and found[i].type == "episode"]
+
+    def _write_plan(self, job: Job) -> Job:
+        result = job.result
+        written_at = format_ms(self._ports.clock.now_ms())
+        origin = {"job_id": job.id, "model": str(result.get("model", "")),
+                  "prompt_version": str(result.get("prompt_version", ""))}
+        written: list[str] = []
+        fresh: list[RecordVersion] = []
+        for planned in result["plan"]:
+            record = RecordVersion(
+                tenant=job.tenant,
+                memory_id=job.memory_id,
+                id=planned["id"],
+                chain_id=planned["id"],
+                version=1,
+                type=planned["type"],
+                content=planned["content"],
+                attributes=planned["attributes"],
+                status="active",
+                supersedes=None,
+                superseded_by=None,
+                valid_from=planned["valid_from"],
+                valid_to=None,
+                written_at=written_at,
+                invalidated_at=None,
+                written_by=DERIVER,
+                references=tuple(planned["references"]),
+                origin=origin,
+            )
+            sources = [r["record_id"] for r in planned["references"]]
+            try:
+                self._ports.records.append_derived(record, sources)
+            except AlreadyExists:
+                written.append(record.id)  # a retried step: written by the attempt before
+                continue
+            except SourceGone:
+                continue  # an episode it came from was erased meanwhile: what came from it goes too
+            except TreeChanged:
+                return self._finish(job, "failed", error="memory_deleted")
+            written.append(record.id)
+            fresh.append(record)
+        index_after_commit(self._index, fresh)
+        return self._finish(job, "completed", records=written)
+
+    def _finish(
+        self, job: Job, status: str, *, records: Sequence[str] = (), error: str | None = None,
+        usage: DerivationUsage | dict[str, int] | None = None,
+    ) -> Job:
+        kept = {k: v for k, v in job.result.items() if k in ("episodes", "usage", "model", "prompt_version")}
+        result: dict[str, Any] = {**kept, "records": list(records)}
+        if usage is not None:
+            result["usage"] = _usage(usage) if isinstance(usage, DerivationUsage) else usage
+        if error is not None:
+            result["error"] = error
+        if status == "failed":
+            logger.warning("derivation job failed", extra={"job_id": job.id, "reason": error})
+        return self._jobs.finish(job.tenant, job.id, status, result, self._ports.clock.now_ms())
+
+
+def _usage(usage: DerivationUsage) -> dict[str, int]:
+    return {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
