@@ -50,7 +50,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "layers" / "core"), str(ROOT / "bench")]
 
-import recall_locomo as locomo  # noqa: E402
+import locomo_data as locomo  # noqa: E402
 
 TENANT = "calibration"
 T0_MS = 1_790_000_000_000
@@ -75,7 +75,7 @@ class Asked:
 
 def turn_versions(memory_id: str, turns: Sequence[locomo.Turn]) -> list[Any]:
     """The turns as record versions, written in order (the episode log follows write order)."""
-    from uhp_memories.domain.models import RecordVersion
+    from uhp_memories.domain.records.model import RecordVersion
     from uhp_memories.domain.timefmt import format_ms
 
     return [
@@ -91,10 +91,11 @@ def turn_versions(memory_id: str, turns: Sequence[locomo.Turn]) -> list[Any]:
 
 
 def ask_all(embedder: Any, conversations: Sequence[locomo.Conversation]) -> list[Asked]:
-    """Every question of recall_locomo.abstain_questions asked of its memory as an agent asks (a
+    """Every question of locomo_data.abstain_questions asked of its memory as an agent asks (a
     query alone, with its words, at the default limit), and whether it names someone unknown there."""
+    from uhp_memories.domain.recall.abstain import best_similarity, named_words
     from uhp_memories.domain.recall.engine import RecallEngine
-    from uhp_memories.domain.recall.service import RECALL_LIMIT_DEFAULT, RecallInput, best_similarity, named_words
+    from uhp_memories.domain.recall.model import RECALL_LIMIT_DEFAULT, RecallInput
     from uhp_memories.local.embedded import EmbeddedSearchIndex
 
     engine = RecallEngine(
@@ -127,7 +128,7 @@ def threshold_by_rule(answerable: Sequence[float], target: float = TARGET) -> fl
 
 def choose(asked: Sequence[Asked], target: float = TARGET) -> Any:
     """The calibration the rule gives on these questions (recall.Calibration)."""
-    from uhp_memories.domain.recall.service import Calibration
+    from uhp_memories.domain.recall.abstain import Calibration
 
     answerable = [a for a in asked if a.kind == "answerable"]
     threshold = threshold_by_rule([a.similarity for a in answerable], target)
@@ -142,7 +143,7 @@ def choose(asked: Sequence[Asked], target: float = TARGET) -> Any:
 
 
 def _abstains(calibration: Any, asked: Asked) -> bool:
-    from uhp_memories.domain.recall.service import ABSTAIN_BELOW
+    from uhp_memories.domain.recall.abstain import ABSTAIN_BELOW
 
     return bool(calibration.score(asked.similarity, asked.unknown_name) < ABSTAIN_BELOW)
 

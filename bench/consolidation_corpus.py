@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import recall_locomo as locomo
 
 from uhp_memories.domain.consolidation import merging
-from uhp_memories.domain.models import RecordVersion
+from uhp_memories.domain.records.model import RecordVersion
 
 COMPANIES = ["Acme", "Globex", "Initech", "Umbrella", "Hooli", "Stark", "Wayne", "Wonka", "Tyrell", "Cyberdyne",
              "Soylent", "Vandelay", "Gringotts", "Oscorp", "Aperture", "Massive", "Duff", "Pied Piper"]

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import recall_locomo as locomo
 
-from uhp_memories.domain.models import Caller
-from uhp_memories.domain.records.service import RecordInput
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.records.model import RecordInput
 from uhp_memories.local.moto_env import LocalAws
 
 CALLER = Caller(locomo.TENANT, "user:bench")

@@ -26,7 +26,7 @@ import recall_locomo as locomo  # noqa: E402
 import uhp_memories.adapters.opensearch as opensearch  # noqa: E402
 from tests.contract.opensearch_fake import FakeOpenSearch  # noqa: E402
 from uhp_memories.adapters.system import RandomIds  # noqa: E402
-from uhp_memories.domain.recall.ports import Fusion, SearchDocument, SearchRequest  # noqa: E402
+from uhp_memories.domain.recall.model import Fusion, SearchDocument, SearchRequest  # noqa: E402
 from uhp_memories.domain.recall.ranking import rank  # noqa: E402
 from uhp_memories.domain.timefmt import format_ms  # noqa: E402
 from uhp_memories.local.embedded import EmbeddedSearchIndex  # noqa: E402

@@ -25,7 +25,7 @@ import numpy as np
 from uhp_memories.domain.filters import parse_filter
 from uhp_memories.domain.recall import ranking
 from uhp_memories.domain.recall.fusion import STOPWORDS
-from uhp_memories.domain.recall.ports import SearchDocument, SearchRequest
+from uhp_memories.domain.recall.model import SearchDocument, SearchRequest
 from uhp_memories.domain.timefmt import format_ms
 from uhp_memories.local.embedded import EmbeddedSearchIndex
 

@@ -38,7 +38,6 @@ import json
 import os
 import platform
 import random
-import re
 import sqlite3
 import statistics
 import subprocess
@@ -51,11 +50,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from locomo_data import DEFAULT_DATA, Conversation, Turn, abstain_questions, load_locomo
+from locomo_data import Question as Question  # re-exported: recall_locomo.Question, as before the move
+
 if TYPE_CHECKING:
     from uhp_memories.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
 RESULTS = ROOT / "bench" / "results"
 RUN_LOG = RESULTS / "recall-scale-runs.jsonl"
 VERSUS_LOG = RESULTS / "recall-versus-runs.jsonl"  # bench/recall_versus.py: two commits side by side
@@ -65,80 +66,6 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 
 TENANT, KEY = "bench", "k-bench-" + "0" * 24
 OBSERVE_MAX = 50
 THRESHOLDS = (0.30, 0.35, 0.375, 0.40, 0.425, 0.45, 0.475, 0.50, 0.55)
-
-
-# -- the data ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Turn:
-    dia_id: str
-    session: int
-    speaker: str
-    text: str
-    date: str  # RFC 3339
-
-    @property
-    def content(self) -> str:
-        return f"{self.speaker}: {self.text}"
-
-
-@dataclass(frozen=True)
-class Question:
-    text: str
-    category: int
-    evidence: frozenset[str]
-
-
-@dataclass
-class Conversation:
-    sample_id: str
-    speakers: tuple[str, str]
-    turns: list[Turn]
-    questions: list[Question]
-
-
-def session_date(raw: str) -> str:
-    """'1:56 pm on 8 May, 2023' -> '2023-05-08T13:56:00Z' (LoCoMo gives no zone: taken as UTC)."""
-    moment = datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def evidence_ids(raw: Sequence[str], known: set[str]) -> frozenset[str]:
-    """LoCoMo's evidence lists hold a few malformed entries ('D8:6; D9:17', 'D:11:26', 'D'): split
-    them, repair the obvious, and drop ids that name no turn."""
-    found = set()
-    for entry in raw:
-        for part in re.split(r"[;,\s]+", entry):
-            match = re.fullmatch(r"D:?(\d+):(\d+)", part.strip())
-            if match:
-                dia_id = f"D{int(match.group(1))}:{int(match.group(2))}"
-                if dia_id in known:
-                    found.add(dia_id)
-    return frozenset(found)
-
-
-def load_locomo(path: Path) -> list[Conversation]:
-    conversations = []
-    for sample in json.loads(path.read_text()):
-        conv = sample["conversation"]
-        sessions = sorted(
-            int(m.group(1)) for key in conv if (m := re.fullmatch(r"session_(\d+)", key)) and conv[key]
-        )
-        turns = [
-            Turn(t["dia_id"], s, t["speaker"], t["text"], session_date(conv[f"session_{s}_date_time"]))
-            for s in sessions
-            for t in conv[f"session_{s}"]
-        ]
-        known = {t.dia_id for t in turns}
-        questions = [
-            Question(q["question"], int(q["category"]), evidence_ids(q.get("evidence", []), known))
-            for q in sample["qa"]
-        ]
-        conversations.append(
-            Conversation(sample["sample_id"], (conv["speaker_a"], conv["speaker_b"]), turns, questions)
-        )
-    return conversations
 
 
 # -- the server and its API ----------------------------------------------------------------------
@@ -383,7 +310,7 @@ class Run:
 
 
 def quality(data_path: Path, with_mem0: bool = True) -> dict[str, Any]:
-    from uhp_memories.domain.recall.ports import Fusion
+    from uhp_memories.domain.recall.model import Fusion
 
     conversations = load_locomo(data_path)
     default = Fusion()
@@ -521,22 +448,6 @@ def record_run(
     print(f"{name:32s} " + " ".join(f"R@{k}={overall[str(k)]:.3f}" for k in KS), flush=True)
 
 
-def abstain_questions(conversations: Sequence[Conversation], index: int) -> list[tuple[str, str]]:
-    """The questions asked of conversation `index`'s memory to calibrate and measure abstain, with
-    their kind: its own (answerable, or adversarial: category 5), and a sixth of the other
-    conversations' answerable ones ("foreign": about people this memory never heard of)."""
-    conv = conversations[index]
-    own = [(("adversarial" if q.category == 5 else "answerable"), q.text) for q in conv.questions]
-    foreign = [
-        ("foreign", q.text)
-        for other in conversations
-        if other is not conv
-        for n, q in enumerate(other.questions)
-        if q.category != 5 and n % 6 == index % 6
-    ]
-    return own + foreign
-
-
 def abstain_and_latency(
     local: Local,
     memories: list[tuple[Conversation, str, dict[str, str]]],
@@ -548,7 +459,7 @@ def abstain_and_latency(
     best `query` similarity among the returned hits (what AbstainPolicy reads) is taken from the
     engine in process, for the trade-off curve of the threshold. mem0's search of the same question
     (top 10) is asked right beside our default request, which of the two goes first alternating."""
-    from uhp_memories.domain.recall.service import AbstainPolicy, best_similarity
+    from uhp_memories.domain.recall.abstain import AbstainPolicy, best_similarity
 
     api = local.api
     policy = AbstainPolicy()

@@ -11,7 +11,7 @@ from uhp_memories import bootstrap
 from uhp_memories.api import multipart, responses, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
 from uhp_memories.domain.errors import MemoryInvalid
-from uhp_memories.domain.files.service import StoredFile, Upload
+from uhp_memories.domain.files.model import StoredFile, Upload
 
 app = make_resolver()
 

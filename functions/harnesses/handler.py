@@ -11,8 +11,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from uhp_memories import bootstrap
 from uhp_memories.api import presenters, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
-from uhp_memories.domain.agents.harnesses import Attachment, Notice
-from uhp_memories.domain.agents.turns import ToolRun, Turn
+from uhp_memories.domain.agents.harnesses import Attachment
+from uhp_memories.domain.agents.model import Notice, ToolRun, Turn
 from uhp_memories.tokens.wordpiece import TOKENIZER_NAME
 
 app = make_resolver()

@@ -37,7 +37,7 @@ from uhp_memories import bootstrap, deadlines
 from uhp_memories.adapters.dynamodb.items import RECORD_ENTITY, from_dynamo, record_from
 from uhp_memories.adapters.dynamodb.keys import parse_record_key
 from uhp_memories.api import observability
-from uhp_memories.domain.models import RecordVersion
+from uhp_memories.domain.records.model import RecordVersion
 
 logger = Logger(service="uhp-memories-indexer")
 

@@ -9,7 +9,7 @@ from uhp_memories import bootstrap
 from uhp_memories.api import presenters, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
 from uhp_memories.api.errors import JSON
-from uhp_memories.domain.queries.service import NamedQuery
+from uhp_memories.domain.queries.model import NamedQuery
 
 app = make_resolver()
 RECALL_SHAPE: dict[int, Any] = {

@@ -17,7 +17,7 @@ from infra.constructs.encryption import StageKey
 from infra.constructs.functions import removal_policy_of
 from infra.nag import acknowledge
 from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE, KEYS_TABLE, MAIN_TABLE, TableSpec
-from uhp_memories.domain.files.service import UPLOADS_PREFIX
+from uhp_memories.domain.files.model import UPLOADS_PREFIX
 
 _ATTRIBUTE_TYPES = {
     "S": dynamodb.AttributeType.STRING,

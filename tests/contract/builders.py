@@ -4,7 +4,10 @@ written as the services write them."""
 from __future__ import annotations
 
 from tests.contract.conftest import Repositories
-from uhp_memories.domain.models import PRIVILEGES, Grant, Memory, RecordVersion, Snapshot
+from uhp_memories.domain.access.model import Grant
+from uhp_memories.domain.memories.model import Memory
+from uhp_memories.domain.model import PRIVILEGES
+from uhp_memories.domain.records.model import RecordVersion, Snapshot
 from uhp_memories.domain.timefmt import format_ms
 
 ACME = "acme"

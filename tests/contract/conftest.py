@@ -29,17 +29,16 @@ from tests.fakes import (
     InMemoryScheduleRepository,
     InMemoryTypeRepository,
 )
-from uhp_memories.domain.agents.harnesses import AttachmentRepository
-from uhp_memories.domain.agents.prime import PinRepository, PlacementRepository
-from uhp_memories.domain.consolidation.schedules import ScheduleRepository
-from uhp_memories.domain.consolidation.service import RunRepository
-from uhp_memories.domain.files.service import FileRepository, ObjectStore
-from uhp_memories.domain.files.tree import PathRepository
-from uhp_memories.domain.jobs.service import JobRepository
-from uhp_memories.domain.ports import KeyRepository, MemoryRepository, RecordRepository
-from uhp_memories.domain.queries.service import QueryRepository
-from uhp_memories.domain.removal.service import CachedResponses
-from uhp_memories.domain.types.service import TypeRepository
+from uhp_memories.domain.access.ports import KeyRepository
+from uhp_memories.domain.agents.ports import AttachmentRepository, PinRepository, PlacementRepository
+from uhp_memories.domain.consolidation.ports import RunRepository, ScheduleRepository
+from uhp_memories.domain.files.ports import FileRepository, ObjectStore, PathRepository
+from uhp_memories.domain.jobs import JobRepository
+from uhp_memories.domain.memories.ports import MemoryRepository
+from uhp_memories.domain.queries.ports import QueryRepository
+from uhp_memories.domain.records.ports import RecordRepository
+from uhp_memories.domain.removal.ports import CachedResponses
+from uhp_memories.domain.types.ports import TypeRepository
 
 REGION = "us-east-1"
 

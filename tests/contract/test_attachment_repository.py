@@ -7,9 +7,9 @@ import pytest
 
 from tests.contract.builders import ACME, GLOBEX, add, creator_grant, grant, mid
 from tests.contract.conftest import Repositories
-from uhp_memories.domain.agents.harnesses import AttachmentsChanged, HarnessList
+from uhp_memories.domain.access.model import Grant
+from uhp_memories.domain.agents.model import Attachment, AttachmentsChanged, HarnessList
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.models import Attachment, Grant
 
 HARNESS = "chrn_1"
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from tests.contract.builders import ACME, GLOBEX, T0
 from tests.contract.conftest import Repositories
-from uhp_memories.domain.files.service import StoredFile
+from uhp_memories.domain.files.model import StoredFile
 
 
 def fid(n: int) -> str:

@@ -19,7 +19,8 @@ from uhp_memories.domain.errors import MemoryInvalid
 from uhp_memories.domain.queries.service import QueryService
 from uhp_memories.domain.recall.engine import RecallEngine
 from uhp_memories.domain.recall.service import RecallService
-from uhp_memories.domain.records.service import RecordInput, RecordService
+from uhp_memories.domain.records.model import RecordInput
+from uhp_memories.domain.records.service import RecordService
 from uhp_memories.local.hashing import HashingEmbedder
 
 ALICE, MALLORY = caller("user:alice"), caller("user:mallory")

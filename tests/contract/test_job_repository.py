@@ -7,7 +7,7 @@ import pytest
 
 from tests.contract.builders import ACME, GLOBEX, T0, add, mid
 from tests.contract.conftest import Repositories
-from uhp_memories.domain.jobs.service import Job
+from uhp_memories.domain.jobs import Job
 
 
 def jid(n: int) -> str:

@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from uhp_memories.adapters.dynamodb.apikeys import KeyExists
-from uhp_memories.domain.ports import ApiKeyRecord, KeyRepository
+from uhp_memories.domain.access.ports import ApiKeyRecord, KeyRepository
 
 
 def hashed(key: str) -> str:

@@ -21,8 +21,9 @@ from tests.contract.builders import (
     mid,
 )
 from tests.contract.conftest import Repositories
+from uhp_memories.domain.access.model import Grant
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.models import Grant, Snapshot
+from uhp_memories.domain.records.model import Snapshot
 
 # -- MemoryRepository: create, get, children -----------------------------------------------------
 

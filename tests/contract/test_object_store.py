@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
-from uhp_memories.domain.files.service import ObjectStore
+from uhp_memories.domain.files.ports import ObjectStore
 
 KEY = "t/acme/m/hmem_1/r/hrec_1"
 BINARY = bytes(range(256)) * 3

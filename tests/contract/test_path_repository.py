@@ -12,7 +12,7 @@ import pytest
 from tests.contract.builders import ACME, GLOBEX, add, at, first, forgotten, revision, rid
 from tests.contract.conftest import Repositories
 from uhp_memories.domain.errors import StaleVersion, TreeChanged
-from uhp_memories.domain.files.paths import (
+from uhp_memories.domain.files.model import (
     FIRST_EPOCH,
     Conflict,
     JournalHead,
@@ -21,7 +21,7 @@ from uhp_memories.domain.files.paths import (
     PathConflict,
     PathEntry,
 )
-from uhp_memories.domain.models import RecordVersion
+from uhp_memories.domain.records.model import RecordVersion
 
 TEXT = "---\ndescription: Language\n---\n- Reply in English.\n"
 

@@ -7,7 +7,7 @@ import pytest
 
 from tests.contract.builders import ACME, GLOBEX, add, mid, rid
 from tests.contract.conftest import Repositories
-from uhp_memories.domain.agents.prime import Pin, PlacedMemory, Placement
+from uhp_memories.domain.agents.model import Pin, PlacedMemory, Placement
 from uhp_memories.domain.errors import TreeChanged
 
 

@@ -10,7 +10,7 @@ import pytest
 from tests.contract.builders import ACME, GLOBEX, T0, add, first, grant, mid, snapshot
 from tests.contract.conftest import Repositories
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.queries.service import NamedQuery
+from uhp_memories.domain.queries.model import NamedQuery
 
 
 def named(memory_id: str, name: str, *, tenant: str = ACME, description: str = "Open deals — für Ünïcode",

@@ -27,7 +27,8 @@ from tests.contract.opensearch_fake import SEARCH_BACKENDS, opensearch_client
 from uhp_memories.adapters.opensearch import OpenSearchIndex
 from uhp_memories.adapters.opensearch import index as opensearch_index
 from uhp_memories.domain.filters import parse_filter
-from uhp_memories.domain.recall.ports import Fusion, Hit, SearchDocument, SearchIndex, SearchRequest
+from uhp_memories.domain.recall.model import Fusion, Hit, SearchDocument, SearchRequest
+from uhp_memories.domain.recall.ports import SearchIndex
 from uhp_memories.domain.recall.ranking import rank
 from uhp_memories.domain.timefmt import format_ms
 from uhp_memories.local.embedded import EmbeddedSearchIndex

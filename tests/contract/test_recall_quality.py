@@ -15,7 +15,8 @@ import pytest
 from tests.contract.opensearch_fake import SEARCH_BACKENDS, opensearch_client
 from uhp_memories.adapters.opensearch import OpenSearchIndex
 from uhp_memories.domain.filters import parse_filter
-from uhp_memories.domain.recall.ports import CONTEXT, Fusion, SearchDocument, SearchIndex, SearchRequest
+from uhp_memories.domain.recall.model import CONTEXT, Fusion, SearchDocument, SearchRequest
+from uhp_memories.domain.recall.ports import SearchIndex
 from uhp_memories.domain.recall.ranking import rank
 from uhp_memories.domain.timefmt import format_ms
 from uhp_memories.local.embedded import EmbeddedSearchIndex
@@ -194,7 +195,8 @@ def test_fusion_settings_are_checked() -> None:
 
 
 def test_the_abstain_threshold_is_the_one_calibrated_for_the_model() -> None:
-    from uhp_memories.domain.recall.service import UNCALIBRATED_SIMILARITY, AbstainPolicy, Calibration, RecallInput
+    from uhp_memories.domain.recall.abstain import UNCALIBRATED_SIMILARITY, AbstainPolicy, Calibration
+    from uhp_memories.domain.recall.model import RecallInput
     from uhp_memories.local.minilm import MODEL_ID
 
     # The figures calibrated on the LoCoMo dev set (docs/decisions.md, "Recall"; docs/benchmarks.md),

@@ -27,7 +27,7 @@ from tests.contract.builders import (
 )
 from tests.contract.conftest import Repositories
 from uhp_memories.domain.errors import AlreadyExists, SourceGone, StaleVersion, TreeChanged
-from uhp_memories.domain.models import RecordVersion
+from uhp_memories.domain.records.model import RecordVersion
 
 # -- RecordRepository: append, revise, close -----------------------------------------------------
 

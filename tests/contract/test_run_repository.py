@@ -7,7 +7,7 @@ import pytest
 
 from tests.contract.builders import ACME, GLOBEX, add, at, mid, rid
 from tests.contract.conftest import Repositories
-from uhp_memories.domain.consolidation.service import Change, Run
+from uhp_memories.domain.consolidation.model import Change, Run
 from uhp_memories.domain.errors import TreeChanged
 
 

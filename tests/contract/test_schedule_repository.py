@@ -7,7 +7,7 @@ import pytest
 
 from tests.contract.builders import ACME, GLOBEX, T0, add, mid
 from tests.contract.conftest import Repositories
-from uhp_memories.domain.consolidation.schedules import Schedule
+from uhp_memories.domain.consolidation.model import Schedule
 from uhp_memories.domain.errors import TreeChanged
 
 

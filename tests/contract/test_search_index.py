@@ -25,11 +25,11 @@ from hypothesis import strategies as st
 
 from tests.contract.opensearch_fake import SEARCH_BACKENDS, opensearch_client
 from uhp_memories.domain.filters import matches, parse_filter
-from uhp_memories.domain.models import RecordVersion
 from uhp_memories.domain.recall.engine import RecallEngine
-from uhp_memories.domain.recall.errors import EmbeddingModelMismatch
-from uhp_memories.domain.recall.ports import Fusion, SearchDocument, SearchIndex, SearchRequest
+from uhp_memories.domain.recall.model import EmbeddingModelMismatch, Fusion, SearchDocument, SearchRequest
+from uhp_memories.domain.recall.ports import SearchIndex
 from uhp_memories.domain.recall.ranking import rank
+from uhp_memories.domain.records.model import RecordVersion
 from uhp_memories.domain.timefmt import format_ms
 from uhp_memories.local.hashing import HashingEmbedder
 

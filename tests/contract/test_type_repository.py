@@ -9,7 +9,8 @@ import pytest
 
 from tests.contract.builders import ACME, GLOBEX
 from tests.contract.conftest import Repositories
-from uhp_memories.domain.types.service import TypeDefinition, TypeVersionTaken, parse_definition
+from uhp_memories.domain.types.model import TypeDefinition, TypeVersionTaken
+from uhp_memories.domain.types.service import parse_definition
 
 RAW = {
     "description": "A deal.",

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from tests.fakes.jobs import HOLD
 from tests.fakes.tree import InMemoryMemoryRepository, InMemoryRecordRepository
-from uhp_memories.domain.consolidation.service import Run
+from uhp_memories.domain.consolidation.model import Run
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.models import RecordVersion
+from uhp_memories.domain.records.model import RecordVersion
 from uhp_memories.local.hashing import HashingEmbedder
 
 RUN = "run"

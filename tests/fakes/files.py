@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import quote
 
 from uhp_memories.domain.errors import AlreadyExists
-from uhp_memories.domain.files.service import StoredFile, Upload
+from uhp_memories.domain.files.model import StoredFile, Upload
 
 FAKE_ENDPOINT = "https://objects.invalid/"
 

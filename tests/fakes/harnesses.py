@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tests.fakes.tree import InMemoryMemoryRepository
-from uhp_memories.domain.agents.harnesses import AttachmentsChanged, HarnessList
+from uhp_memories.domain.access.model import Grant
+from uhp_memories.domain.agents.model import Attachment, AttachmentsChanged, HarnessList
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.models import Attachment, Grant
 
 
 class InMemoryAttachmentRepository:

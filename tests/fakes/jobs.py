@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.fakes.tree import InMemoryMemoryRepository
 from uhp_memories.domain.errors import AlreadyExists
-from uhp_memories.domain.jobs.service import Job
+from uhp_memories.domain.jobs import Job
 
 # The marker under a memory while a workflow holds it: jobs and consolidation runs share it, as they
 # share DynamoDB's RUN# items, so `holds` sees both.

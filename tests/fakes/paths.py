@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from uhp_memories.domain.errors import WriteContended
-from uhp_memories.domain.files.paths import (
+from uhp_memories.domain.files.model import (
     FIRST_EPOCH,
     Conflict,
     JournalHead,
@@ -24,7 +24,7 @@ from uhp_memories.domain.files.paths import (
     PathEntry,
     describe,
 )
-from uhp_memories.domain.models import RecordVersion
+from uhp_memories.domain.records.model import RecordVersion
 
 if TYPE_CHECKING:
     from tests.fakes.tree import InMemoryMemoryRepository

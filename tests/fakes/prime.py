@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tests.fakes.tree import InMemoryMemoryRepository
-from uhp_memories.domain.agents.prime import Pin, Placement
+from uhp_memories.domain.agents.model import Pin, Placement
 from uhp_memories.domain.errors import TreeChanged
 
 PRIME = "prime"

@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.fakes.tree import InMemoryMemoryRepository
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.queries.service import NamedQuery
+from uhp_memories.domain.queries.model import NamedQuery
 
 QUERY = "query"
 

@@ -4,7 +4,7 @@ and the timer that fires it (EventBridge Scheduler's, as adapters/scheduler.py u
 from __future__ import annotations
 
 from tests.fakes.tree import InMemoryMemoryRepository
-from uhp_memories.domain.consolidation.schedules import Schedule
+from uhp_memories.domain.consolidation.model import Schedule
 from uhp_memories.domain.errors import TreeChanged
 
 SCHEDULE = "schedule"

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.fakes.paths import InMemoryPathRepository
+from uhp_memories.domain.access.model import Grant
 from uhp_memories.domain.errors import AlreadyExists, SourceGone, StaleVersion, TreeChanged
-from uhp_memories.domain.files.paths import PathCondition
-from uhp_memories.domain.models import Grant, Memory, RecordVersion, Snapshot
+from uhp_memories.domain.files.model import PathCondition
+from uhp_memories.domain.memories.model import Memory
+from uhp_memories.domain.records.model import RecordVersion, Snapshot
 
 
 class InMemoryMemoryRepository:

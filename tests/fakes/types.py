@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import threading
 
-from uhp_memories.domain.types.service import TypeDefinition, TypeVersionTaken
+from uhp_memories.domain.types.model import TypeDefinition, TypeVersionTaken
 
 
 class InMemoryTypeRepository:

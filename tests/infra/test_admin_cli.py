@@ -28,7 +28,7 @@ from uhp_memories.admin.target import (
     StageTarget,
     TargetError,
 )
-from uhp_memories.domain.models import Caller
+from uhp_memories.domain.model import Caller
 from uhp_memories.local.cli import main
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
 from uhp_memories.settings import Settings

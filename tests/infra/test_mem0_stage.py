@@ -181,7 +181,7 @@ def test_a_connecting_function_reads_the_key_from_the_secret_the_stage_names_and
     pytest.importorskip("mem0", reason="the mem0 extra (mem0ai) is not installed")
     from tests.fakes.mem0_platform import FakePlatform
     from uhp_memories import bootstrap
-    from uhp_memories.domain.models import Memory
+    from uhp_memories.domain.memories.model import Memory
     from uhp_memories.settings import Settings
 
     env = environment(mem0_stage, "records")

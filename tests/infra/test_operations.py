@@ -31,7 +31,7 @@ from tests.infra.conftest import Synth, render, synthesize
 from tests.infra.test_stack import environment, lambda_id, role_permissions
 from tests.integration.conftest import Client, purge_tenant
 from uhp_memories.api import observability
-from uhp_memories.domain.recall.errors import SearchUnavailable
+from uhp_memories.domain.recall.model import SearchUnavailable
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
 
@@ -310,7 +310,7 @@ def test_the_index_a_function_creates_has_the_stages_shards(prod: Synth, monkeyp
     creates on a domain that has none yet."""
     from uhp_memories import bootstrap
     from uhp_memories.adapters.opensearch import connect
-    from uhp_memories.domain.recall.ports import SearchDocument
+    from uhp_memories.domain.recall.model import SearchDocument
     from uhp_memories.settings import Settings
 
     handler = type("Handler", (CreatesTheIndex,), {"created": []})

@@ -197,3 +197,35 @@ def test_the_mem0_layer_is_built_from_the_mem0_lock_and_only_when_a_function_ask
     with_mem0 = layers.layers_for(mem0=True)
     assert layers.layers_for(mem0=True) == with_mem0 == [layers.mem0_dependencies_layer, layers.core_layer]
     assert built == [REPO.layer_lock, REPO.mem0_layer_lock]
+
+
+# What the core layer ships: every subpackage of uhp_memories that a deployed function runs, and no other.
+# local/ (moto, the embedded engine, MiniLM), admin/ (the operator CLI) and harness/ (the a13n-harness
+# client side) stay out by construction: the layer copies the package less those folders.
+CORE_LAYER_PACKAGES = ["adapters", "api", "domain", "mcp", "tokens", "workflows"]
+LOCAL_ONLY_LIBRARIES = ("numpy", "onnxruntime", "onnx", "tokenizers", "moto")
+# The one import of local mode in the layer: bootstrap.build_recall_engine(local=True), never taken in Lambda.
+LOCAL_BRANCH = {("bootstrap.py", "uhp_memories.local.embedded"), ("bootstrap.py", "uhp_memories.local.minilm")}
+
+
+def test_the_core_layer_ships_the_deployed_subpackages_and_no_local_only_module(tmp_path: Path) -> None:
+    pytest.importorskip("aws_cdk", reason="the infra extra is not installed")
+    import ast
+
+    from infra.constructs import packaging
+
+    bundling = packaging.CopyBundling(
+        [(REPO.core_package_dir, "python/uhp_memories")], excluded_dirs=packaging.CORE_EXCLUDED_SUBPACKAGES
+    )
+    assert bundling.try_bundle(str(tmp_path), image=NO_IMAGE) is True
+    shipped = tmp_path / "python" / "uhp_memories"
+    assert sorted(p.name for p in shipped.iterdir() if p.is_dir()) == CORE_LAYER_PACKAGES
+    leaks = []
+    for module in shipped.rglob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            leaks += [f"{module.relative_to(shipped)}: {n}" for n in names if n.split(".")[0] in LOCAL_ONLY_LIBRARIES
+                      or (n.startswith(("uhp_memories.local", "uhp_memories.admin", "uhp_memories.harness"))
+                          and (module.relative_to(shipped).as_posix(), n) not in LOCAL_BRANCH)]
+    assert not leaks, "the core layer imports what only local mode has:\n" + "\n".join(leaks)

@@ -39,7 +39,7 @@ from uhp_memories.domain.errors import (
     RecordNotFound,
 )
 from uhp_memories.domain.fence import unwrap
-from uhp_memories.domain.queries.service import QueryNotFound
+from uhp_memories.domain.queries.model import QueryNotFound
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
 from uhp_memories.mcp.tools import QUERY_TOOL_PREFIX

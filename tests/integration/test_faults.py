@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from tests.integration.conftest import Client, error_code
 from uhp_memories.admin import reindex
-from uhp_memories.domain.recall.errors import SearchUnavailable
+from uhp_memories.domain.recall.model import SearchUnavailable
 from uhp_memories.local.moto_env import LocalAws
 
 

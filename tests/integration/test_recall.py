@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Client, ClientFactory, error_code
-from uhp_memories.domain.recall.errors import SearchUnavailable
+from uhp_memories.domain.recall.model import SearchUnavailable
 from uhp_memories.local.moto_env import LocalAws
 
 FACTS = [

@@ -16,15 +16,16 @@ from tests.fakes import (
     InMemoryWorkflowRunner,
 )
 from uhp_memories.domain.access.grants import GrantService
-from uhp_memories.domain.agents.harnesses import HarnessList
-from uhp_memories.domain.context import Ports
+from uhp_memories.domain.agents.model import Attachment, HarnessList
 from uhp_memories.domain.memories.service import MemoryService
-from uhp_memories.domain.models import Attachment, Caller
-from uhp_memories.domain.observing.derivation import Deriver
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.observing.ports import Deriver
 from uhp_memories.domain.observing.service import ObserveService
+from uhp_memories.domain.ports import Ports
 from uhp_memories.domain.providers.ports import NATIVE_ONLY, Providers
 from uhp_memories.domain.records.service import RecordService
-from uhp_memories.domain.removal.service import RemovalService, Retention
+from uhp_memories.domain.removal.model import Retention
+from uhp_memories.domain.removal.service import RemovalService
 
 
 class FakeClock:

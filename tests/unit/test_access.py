@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.conftest import World, caller
-from uhp_memories.domain.access.check import AccessView, direct_privileges, effective_privileges, ordered
+from uhp_memories.domain.access.model import AccessView, Grant, direct_privileges, effective_privileges, ordered
 from uhp_memories.domain.errors import GrantNotFound, MemoryForbidden, MemoryInvalid, MemoryNotFound
-from uhp_memories.domain.models import PRIVILEGES, Grant, Memory
-from uhp_memories.domain.records.service import RecordInput
+from uhp_memories.domain.memories.model import Memory
+from uhp_memories.domain.model import PRIVILEGES
+from uhp_memories.domain.records.model import RecordInput
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")

@@ -64,12 +64,16 @@ from uhp_memories.domain.errors import (
     MemoryUnsupported,
     RecordNotFound,
 )
-from uhp_memories.domain.models import Caller
+from uhp_memories.domain.model import Caller
 from uhp_memories.domain.providers.ports import Providers
-from uhp_memories.domain.queries.service import QueryNotFound, QueryService
+from uhp_memories.domain.queries.model import QueryNotFound
+from uhp_memories.domain.queries.service import QueryService
+from uhp_memories.domain.recall.abstain import AbstainPolicy
 from uhp_memories.domain.recall.engine import RecallEngine
-from uhp_memories.domain.recall.service import AbstainPolicy, RecallAnswer, RecallInput, RecallService
-from uhp_memories.domain.records.service import RecordInput, RecordService, RecordView
+from uhp_memories.domain.recall.model import RecallAnswer, RecallInput
+from uhp_memories.domain.recall.service import RecallService
+from uhp_memories.domain.records.model import RecordInput, RecordView
+from uhp_memories.domain.records.service import RecordService
 from uhp_memories.domain.timefmt import format_ms
 from uhp_memories.domain.types.builtin import BUILTIN_TYPES
 from uhp_memories.domain.types.operations import OperationService

@@ -14,14 +14,15 @@ from typing import Any
 import pytest
 
 from tests.unit.conftest import FakeClock, SequentialIds, World, caller
-from uhp_memories.domain.access.check import CHAIN_READ_WIDTH
 from uhp_memories.domain.access.grants import GrantService
+from uhp_memories.domain.access.model import CHAIN_READ_WIDTH
 from uhp_memories.domain.agents.harnesses import HarnessService
-from uhp_memories.domain.context import Ports
+from uhp_memories.domain.agents.model import Attachment
 from uhp_memories.domain.errors import MemoryInvalid, MemoryNotFound
 from uhp_memories.domain.limits import MAX_TREE_DEPTH, MOVE_ITEMS_MAX
+from uhp_memories.domain.memories.model import Memory
 from uhp_memories.domain.memories.service import MemoryService
-from uhp_memories.domain.models import Attachment, Memory
+from uhp_memories.domain.ports import Ports
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")

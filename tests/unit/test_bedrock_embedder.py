@@ -15,7 +15,7 @@ from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
 from uhp_memories.adapters.bedrock.embedder import MAX_INPUT_BYTES, TITAN_V2, TitanEmbedder
-from uhp_memories.domain.recall.errors import SearchUnavailable
+from uhp_memories.domain.recall.model import SearchUnavailable
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ import pytest
 
 from tests.fakes import InMemoryMemoryRepository, InMemoryRecordRepository, InMemoryRunRepository, ScanningNeighbours
 from tests.unit.conftest import World, caller
-from uhp_memories.domain.consolidation.service import Change, ConsolidationService, Run
-from uhp_memories.domain.records.service import RecordInput
+from uhp_memories.domain.consolidation.model import Change, Run
+from uhp_memories.domain.consolidation.service import ConsolidationService
+from uhp_memories.domain.records.model import RecordInput
 
 ALICE = caller("user:alice")
 

@@ -12,8 +12,9 @@ import pytest
 from tests.fakes import InMemoryRunRepository
 from tests.unit.conftest import World, caller
 from tests.unit.test_consolidation import InlineWorkflows, fact, neighbours_of
-from uhp_memories.domain.consolidation.service import CONSOLIDATOR, ConsolidationService
-from uhp_memories.domain.observing.derivation import (
+from uhp_memories.domain.consolidation.model import CONSOLIDATOR
+from uhp_memories.domain.consolidation.service import ConsolidationService
+from uhp_memories.domain.observing.model import (
     DerivationRefused,
     DerivationThrottled,
     DerivationUsage,
@@ -24,7 +25,7 @@ from uhp_memories.domain.observing.derivation import (
     Relation,
     Statement,
 )
-from uhp_memories.domain.records.service import RecordInput
+from uhp_memories.domain.records.model import RecordInput
 
 ALICE = caller("user:alice")
 USAGE = DerivationUsage(100, 10)

@@ -10,7 +10,7 @@ from typing import Any
 from tests.fakes import InMemoryRecordRepository, InMemoryRunRepository
 from tests.unit.conftest import World, caller
 from uhp_memories.domain.consolidation.service import NEIGHBOURS, STEP_RECORDS, ConsolidationService
-from uhp_memories.domain.models import RecordVersion
+from uhp_memories.domain.records.model import RecordVersion
 
 ALICE = caller("user:alice")
 SIZE = 10_000

@@ -16,12 +16,10 @@ from tests.fakes.titan import FakeTitan, StalledEndpoint
 from uhp_memories import deadlines
 from uhp_memories.adapters.bedrock.embedder import TitanEmbedder, client_config
 from uhp_memories.adapters.opensearch import OpenSearchIndex, connect
-from uhp_memories.domain.models import RecordVersion
 from uhp_memories.domain.recall.engine import RecallEngine
-from uhp_memories.domain.recall.errors import SearchUnavailable
-from uhp_memories.domain.recall.ports import SearchRequest
+from uhp_memories.domain.recall.model import QueryNotEmbedded, SearchRequest, SearchUnavailable
 from uhp_memories.domain.recall.ranking import rank
-from uhp_memories.domain.recall.service import QueryNotEmbedded
+from uhp_memories.domain.records.model import RecordVersion
 from uhp_memories.local.embedded import EmbeddedSearchIndex
 
 

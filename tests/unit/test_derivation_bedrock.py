@@ -14,7 +14,7 @@ from botocore.stub import ANY, Stubber
 
 from uhp_memories.adapters import prompts
 from uhp_memories.adapters.bedrock.deriver import BedrockDeriver
-from uhp_memories.domain.observing.derivation import (
+from uhp_memories.domain.observing.model import (
     DerivationMalformed,
     DerivationRefused,
     DerivationThrottled,

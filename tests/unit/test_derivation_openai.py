@@ -14,7 +14,7 @@ import pytest
 from tests.loopback_chat import LoopbackChat, Reply, completion, episodes_in, json_reply
 from uhp_memories.adapters import prompts
 from uhp_memories.adapters.openai_compat import OpenAICompatDeriver, chat_completions_url
-from uhp_memories.domain.observing.derivation import (
+from uhp_memories.domain.observing.model import (
     DerivationMalformed,
     DerivationRefused,
     DerivationThrottled,

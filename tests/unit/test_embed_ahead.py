@@ -17,7 +17,8 @@ from tests.fakes import InMemoryTypeRepository
 from tests.unit.conftest import World, caller
 from uhp_memories.domain.errors import MemoryNotFound
 from uhp_memories.domain.recall.engine import RecallEngine
-from uhp_memories.domain.records.service import RecordInput, RecordService
+from uhp_memories.domain.records.model import RecordInput
+from uhp_memories.domain.records.service import RecordService
 from uhp_memories.domain.types.builtin import BUILTIN_TYPES, TASK
 from uhp_memories.domain.types.service import TypeService
 from uhp_memories.local.embedded import EmbeddedSearchIndex

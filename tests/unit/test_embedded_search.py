@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from uhp_memories.domain.filters import parse_filter
-from uhp_memories.domain.recall.ports import Candidate, Fusion, SearchDocument, SearchRequest
+from uhp_memories.domain.recall.model import Candidate, Fusion, SearchDocument, SearchRequest
 from uhp_memories.domain.recall.ranking import rank
 from uhp_memories.local.embedded import EmbeddedSearchIndex
 
@@ -239,7 +239,7 @@ def test_in_a_large_memory_common_words_only_score_documents_that_match_a_rarer_
 )
 def test_a_filtered_vector_search_returns_the_exact_top_of_the_filtered_set(raw: dict[str, object]) -> None:
     from uhp_memories.domain.filters import matches, parse_filter
-    from uhp_memories.domain.models import RecordVersion
+    from uhp_memories.domain.records.model import RecordVersion
 
     rng = np.random.default_rng(3)
     index = open_index()

@@ -11,19 +11,20 @@ import pytest
 from tests.fakes import InMemoryFileRepository, InMemoryObjectStore
 from tests.unit.conftest import World, caller
 from uhp_memories.domain.errors import MemoryInvalid, MemoryNotFound, RecordNotFound
-from uhp_memories.domain.files.service import (
+from uhp_memories.domain.files.model import (
     DOWNLOAD_SECONDS,
     FILE_MAX_BYTES,
     INLINE_MAX_BYTES,
     NAME_CHARS,
     UPLOAD_SECONDS,
     FileNotFound,
-    FileService,
     StoredFile,
     chain_key,
     upload_key,
 )
-from uhp_memories.domain.records.service import RecordInput, RecordService
+from uhp_memories.domain.files.service import FileService
+from uhp_memories.domain.records.model import RecordInput
+from uhp_memories.domain.records.service import RecordService
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")

@@ -11,7 +11,7 @@ import pytest
 from uhp_memories.domain import cursors
 from uhp_memories.domain.errors import MemoryInvalid
 from uhp_memories.domain.filters import MAX_FILTER_NODES, Combination, Condition, matches, parse_filter
-from uhp_memories.domain.models import RecordVersion
+from uhp_memories.domain.records.model import RecordVersion
 from uhp_memories.domain.timefmt import format_ms, parse_instant
 
 

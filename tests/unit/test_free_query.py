@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from uhp_memories.adapters.opensearch.free_query import FreeQueries, confine
 from uhp_memories.domain.errors import MemoryInvalid
-from uhp_memories.domain.recall.errors import SearchUnavailable
+from uhp_memories.domain.recall.model import SearchUnavailable
 
 TENANT, MEMORY = "acme", "hmem_" + "1" * 32
 

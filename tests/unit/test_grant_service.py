@@ -9,7 +9,7 @@ import pytest
 from tests.unit.conftest import World, caller
 from uhp_memories.domain.access.grants import check_principal, check_privileges
 from uhp_memories.domain.errors import GrantNotFound, MemoryForbidden, MemoryInvalid, MemoryNotFound
-from uhp_memories.domain.models import PRIVILEGES
+from uhp_memories.domain.model import PRIVILEGES
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")

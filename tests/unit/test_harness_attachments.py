@@ -14,16 +14,16 @@ import pytest
 
 from tests.fakes import InMemoryAttachmentRepository, InMemoryMemoryRepository
 from tests.unit.conftest import World, caller
+from uhp_memories.domain.access.model import Grant
 from uhp_memories.domain.agents.harnesses import (
     ATTACH_ATTEMPTS,
     MAX_ATTACHED,
     Attachment,
-    HarnessList,
     HarnessService,
     MemoriesNotAttached,
 )
+from uhp_memories.domain.agents.model import HarnessList
 from uhp_memories.domain.errors import MemoryConflict, MemoryForbidden, MemoryInvalid, MemoryNotFound
-from uhp_memories.domain.models import Grant
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")

@@ -20,11 +20,13 @@ from uhp_memories import bootstrap
 from uhp_memories.adapters.bedrock.embedder import TitanEmbedder, client_config
 from uhp_memories.adapters.dynamodb.items import derived_items, grant_item, memory_item, record_item, to_dynamo
 from uhp_memories.adapters.dynamodb.schema import MAIN_TABLE
-from uhp_memories.domain.models import Caller, Grant, Memory, RecordVersion
+from uhp_memories.domain.access.model import Grant
+from uhp_memories.domain.memories.model import Memory
+from uhp_memories.domain.model import Caller
 from uhp_memories.domain.recall.engine import RecallEngine
-from uhp_memories.domain.recall.ports import SearchRequest
+from uhp_memories.domain.recall.model import SearchRequest
 from uhp_memories.domain.recall.ranking import rank
-from uhp_memories.domain.records.service import RecordInput
+from uhp_memories.domain.records.model import RecordInput, RecordVersion
 from uhp_memories.local.embedded import EmbeddedSearchIndex
 from uhp_memories.local.hashing import HashingEmbedder
 from uhp_memories.settings import Settings

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from uhp_memories.domain.fence import unwrap
-from uhp_memories.domain.models import Caller
-from uhp_memories.domain.queries.service import NamedQuery
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.queries.model import NamedQuery
 from uhp_memories.mcp import tools
 from uhp_memories.tokens import count_tokens
 

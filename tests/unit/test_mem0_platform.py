@@ -15,7 +15,9 @@ pytest.importorskip("mem0", reason="the mem0 extra (mem0ai) is not installed")
 
 from tests.fakes.mem0_platform import FakePlatform
 from uhp_memories.adapters.mem0 import Mem0Provider, Mem0Settings, connect
-from uhp_memories.domain.models import Caller, Memory, RecordVersion
+from uhp_memories.domain.memories.model import Memory
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.records.model import RecordVersion
 
 ALICE = Caller("acme", "user:alice")
 KEY = "m0-server-credential"

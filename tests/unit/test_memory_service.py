@@ -10,7 +10,7 @@ from tests.unit.conftest import World, caller
 from uhp_memories.domain import cursors
 from uhp_memories.domain.errors import MemoryForbidden, MemoryInvalid, MemoryNotFound
 from uhp_memories.domain.limits import MAX_TREE_DEPTH
-from uhp_memories.domain.records.service import RecordInput
+from uhp_memories.domain.records.model import RecordInput
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")

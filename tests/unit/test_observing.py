@@ -10,7 +10,8 @@ import pytest
 
 from tests.unit.conftest import Observing, World, caller, make_observing
 from uhp_memories.domain.errors import MemoryForbidden, MemoryNotFound
-from uhp_memories.domain.observing.derivation import (
+from uhp_memories.domain.observing.model import (
+    DERIVER,
     DerivationError,
     DerivationMalformed,
     DerivationRefused,
@@ -20,9 +21,9 @@ from uhp_memories.domain.observing.derivation import (
     DerivedFact,
     EpisodeText,
 )
-from uhp_memories.domain.observing.service import DERIVER
-from uhp_memories.domain.records.service import RecordInput
-from uhp_memories.domain.removal.service import JobNotFound, RemovalService
+from uhp_memories.domain.records.model import RecordInput
+from uhp_memories.domain.removal.model import JobNotFound
+from uhp_memories.domain.removal.service import RemovalService
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")

@@ -39,8 +39,15 @@ from uhp_memories.adapters.opensearch import index as opensearch_index
 from uhp_memories.adapters.predicates import sortable_number
 from uhp_memories.domain.errors import MemoryInvalid
 from uhp_memories.domain.filters import parse_filter
-from uhp_memories.domain.recall.errors import EmbeddingModelMismatch, SearchUnavailable
-from uhp_memories.domain.recall.ports import Candidate, CandidateQuery, Fusion, SearchDocument, SearchRequest
+from uhp_memories.domain.recall.model import (
+    Candidate,
+    CandidateQuery,
+    EmbeddingModelMismatch,
+    Fusion,
+    SearchDocument,
+    SearchRequest,
+    SearchUnavailable,
+)
 from uhp_memories.domain.recall.ranking import rank
 
 TENANT, MEMORY, OTHER_MEMORY = "acme", "hmem_" + "a" * 32, "hmem_" + "b" * 32

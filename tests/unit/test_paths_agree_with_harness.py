@@ -13,14 +13,14 @@ import unicodedata
 import pytest
 
 from uhp_memories.domain.errors import MemoryInvalid
-from uhp_memories.domain.files.paths import (
+from uhp_memories.domain.files.model import (
     DESCRIPTION_CHARS,
     FRONTMATTER_BYTES,
     PATH_BYTES,
     check_directory,
     check_path,
 )
-from uhp_memories.domain.files.paths import describe as server_describe
+from uhp_memories.domain.files.model import describe as server_describe
 
 harness_files = pytest.importorskip("a13n_harness.providers.memory.files")
 contracts = pytest.importorskip("a13n_harness.providers.memory.contracts")

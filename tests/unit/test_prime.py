@@ -14,12 +14,13 @@ from tests.fakes import (
     InMemoryPlacementRepository,
 )
 from tests.unit.conftest import World, caller, make_observing
-from uhp_memories.domain.agents.harnesses import OUTSIDE_PROVIDER, Attachment, HarnessService, MemoriesNotAttached
-from uhp_memories.domain.agents.prime import MAX_PINS, PLACEMENT_DAYS, PlacedMemory, PrimeService, header_text
-from uhp_memories.domain.agents.turns import ToolRun, Turn, TurnService
+from uhp_memories.domain.agents.harnesses import Attachment, HarnessService, MemoriesNotAttached
+from uhp_memories.domain.agents.model import MAX_PINS, OUTSIDE_PROVIDER, PlacedMemory, ToolRun, Turn
+from uhp_memories.domain.agents.prime import PLACEMENT_DAYS, PrimeService, header_text
+from uhp_memories.domain.agents.turns import TurnService
 from uhp_memories.domain.errors import MemoryConflict, MemoryForbidden, MemoryInvalid, RecordNotFound
 from uhp_memories.domain.fence import CLOSE, OPEN, unwrap
-from uhp_memories.domain.records.service import RecordInput
+from uhp_memories.domain.records.model import RecordInput
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.conftest import World, caller, make_world
-from uhp_memories.domain.access.check import ordered
+from uhp_memories.domain.access.model import ordered
 from uhp_memories.domain.errors import DomainError, MemoryConflict, MemoryForbidden, MemoryInvalid, MemoryNotFound
-from uhp_memories.domain.models import PRIVILEGES, Caller
-from uhp_memories.domain.records.service import RecordInput
+from uhp_memories.domain.model import PRIVILEGES, Caller
+from uhp_memories.domain.records.model import RecordInput
 from uhp_memories.domain.timefmt import format_ms
 
 TENANT = "acme"

@@ -14,17 +14,12 @@ import pytest
 from tests.fakes import InMemoryFreeQueryIndex, InMemoryMemoryRepository, InMemoryQueryRepository
 from tests.unit.conftest import World, caller
 from uhp_memories.domain.errors import MemoryForbidden, MemoryInvalid, MemoryNotFound, MemoryUnsupported
-from uhp_memories.domain.models import Caller
-from uhp_memories.domain.queries.service import (
-    MAX_BODY_BYTES,
-    MAX_PARAMS,
-    MAX_QUERIES,
-    NamedQuery,
-    QueryNotFound,
-    QueryService,
-)
-from uhp_memories.domain.recall.service import RecallAnswer, RecallInput, RecallService
-from uhp_memories.domain.records.service import RecordInput
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.queries.model import MAX_BODY_BYTES, MAX_PARAMS, MAX_QUERIES, NamedQuery, QueryNotFound
+from uhp_memories.domain.queries.service import QueryService
+from uhp_memories.domain.recall.model import RecallAnswer, RecallInput
+from uhp_memories.domain.recall.service import RecallService
+from uhp_memories.domain.records.model import RecordInput
 
 ALICE = caller("user:alice")
 READER = caller("user:reader")

@@ -12,29 +12,33 @@ from typing import Any
 import pytest
 
 from tests.unit.conftest import World, caller
+from uhp_memories.adapters.system import ThreadOverlap
 from uhp_memories.api.errors import HTTP_STATUS
 from uhp_memories.domain.errors import MemoryForbidden, MemoryInvalid, MemoryNotFound
 from uhp_memories.domain.limits import MAX_DEPTH, RECALL_LIMIT_MAX
-from uhp_memories.domain.models import Memory
-from uhp_memories.domain.recall.engine import RecallEngine
-from uhp_memories.domain.recall.errors import SearchUnavailable
-from uhp_memories.domain.recall.service import (
+from uhp_memories.domain.memories.model import Memory
+from uhp_memories.domain.recall.abstain import (
     ABSTAIN_BELOW,
     CALIBRATIONS,
-    QUERY_NOT_EMBEDDED,
     UNCALIBRATED,
     UNCALIBRATED_SIMILARITY,
     AbstainPolicy,
     Calibration,
     Judgement,
-    MemoryUnavailable,
-    RecallAnswer,
-    RecallInput,
-    RecallService,
     best_similarity,
     named_words,
 )
-from uhp_memories.domain.records.service import RecordInput, RecordService
+from uhp_memories.domain.recall.engine import RecallEngine
+from uhp_memories.domain.recall.model import (
+    QUERY_NOT_EMBEDDED,
+    MemoryUnavailable,
+    RecallAnswer,
+    RecallInput,
+    SearchUnavailable,
+)
+from uhp_memories.domain.recall.service import RecallService
+from uhp_memories.domain.records.model import RecordInput
+from uhp_memories.domain.records.service import RecordService
 from uhp_memories.local.embedded import EmbeddedSearchIndex
 from uhp_memories.local.hashing import HashingEmbedder
 
@@ -56,6 +60,9 @@ class SwitchableEmbedder(HashingEmbedder):
         return super().embed(texts)
 
 
+BESIDE_THE_REQUEST = ThreadOverlap(name="test-recall-beside")
+
+
 @dataclass
 class Rig:
     world: World
@@ -65,8 +72,10 @@ class Rig:
     connected: list[bool] = field(default_factory=lambda: [True])
 
     def service(self, abstain: AbstainPolicy | None = None) -> RecallService:
+        # As deployed (bootstrap.py): what a recall reads beside its search runs on another thread.
         return RecallService(
-            self.world.ports, self.world.memories, self.records, self.index, abstain or AbstainPolicy(0.0)
+            self.world.ports, self.world.memories, self.records, self.index, abstain or AbstainPolicy(0.0),
+            overlap=BESIDE_THE_REQUEST,
         )
 
     def index(self) -> RecallEngine | None:

@@ -11,10 +11,10 @@ import pytest
 from tests.fakes import InMemoryFileRepository, InMemoryObjectStore, InMemoryRecordRepository
 from tests.unit.conftest import World, attach, caller, make_world
 from uhp_memories.domain.errors import MemoryConflict, MemoryInvalid
-from uhp_memories.domain.files.paths import PATH_BYTES, PathConflict, check_conditions
+from uhp_memories.domain.files.model import PATH_BYTES, PathConflict, check_conditions
 from uhp_memories.domain.files.service import FileService
-from uhp_memories.domain.models import RecordVersion
-from uhp_memories.domain.records.service import RecordInput, RecordService, WriteTerms
+from uhp_memories.domain.records.model import RecordInput, RecordVersion, WriteTerms
+from uhp_memories.domain.records.service import RecordService
 from uhp_memories.domain.timefmt import format_ms
 
 ALICE = caller("user:alice")

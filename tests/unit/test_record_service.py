@@ -18,7 +18,7 @@ from uhp_memories.domain.errors import (
     RecordNotFound,
 )
 from uhp_memories.domain.limits import ATTRIBUTES_JSON_BYTES, CONTENT_BYTES, REFERENCES_MAX
-from uhp_memories.domain.records.service import RecordInput
+from uhp_memories.domain.records.model import RecordInput
 from uhp_memories.domain.timefmt import format_ms
 
 ALICE = caller("user:alice")

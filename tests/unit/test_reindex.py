@@ -24,12 +24,11 @@ from uhp_memories.adapters.opensearch import OpenSearchIndex
 from uhp_memories.admin import reindex
 from uhp_memories.admin.reindex import OpenSearchTarget, ReindexReport, record_pages, resolve
 from uhp_memories.admin.target import TargetError
-from uhp_memories.domain.models import Caller, RecordVersion
+from uhp_memories.domain.model import Caller
 from uhp_memories.domain.recall.engine import RecallEngine, document_for, text_of
-from uhp_memories.domain.recall.errors import SearchUnavailable
-from uhp_memories.domain.recall.ports import SearchRequest
+from uhp_memories.domain.recall.model import SearchRequest, SearchUnavailable
 from uhp_memories.domain.recall.ranking import rank
-from uhp_memories.domain.records.service import RecordInput
+from uhp_memories.domain.records.model import RecordInput, RecordVersion
 from uhp_memories.local.cli import main
 from uhp_memories.local.embedded import EmbeddedSearchIndex
 from uhp_memories.local.hashing import HashingEmbedder

@@ -13,10 +13,11 @@ import pytest
 from tests.fakes import InMemoryCachedResponses, InMemoryJobRepository, InMemoryObjectStore, InMemoryWorkflowRunner
 from tests.unit.conftest import World, caller
 from uhp_memories.domain.errors import MemoryBusy, MemoryForbidden, MemoryInvalid, MemoryNotFound, RecordNotFound
-from uhp_memories.domain.files.service import chain_key, upload_key
+from uhp_memories.domain.files.model import chain_key, upload_key
 from uhp_memories.domain.memories.service import MemoryService
-from uhp_memories.domain.records.service import RecordInput
-from uhp_memories.domain.removal.service import ChainTarget, EraseTargets, RemovalService, Retention, VersionTarget
+from uhp_memories.domain.records.model import RecordInput
+from uhp_memories.domain.removal.model import ChainTarget, EraseTargets, Retention, VersionTarget
+from uhp_memories.domain.removal.service import RemovalService
 from uhp_memories.workflows import state as s
 
 ALICE = caller("user:alice")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from uhp_memories import bootstrap
-from uhp_memories.domain.removal.service import Retention
+from uhp_memories.domain.removal.model import Retention
 from uhp_memories.settings import Settings
 
 RECORD, MEMORY = "hrec_" + "1" * 32, "hmem_" + "2" * 32

@@ -13,8 +13,9 @@ from tests.fakes import InMemoryRunRepository, InMemoryScheduleRepository, InMem
 from tests.unit.conftest import World, caller
 from tests.unit.test_consolidation import InlineWorkflows, fact, neighbours_of
 from uhp_memories.adapters.scheduler import EventBridgeTimer, schedule_name
-from uhp_memories.domain.consolidation.schedules import ScheduleNotFound, ScheduleService
-from uhp_memories.domain.consolidation.service import ConsolidationService, Run
+from uhp_memories.domain.consolidation.model import Run, ScheduleNotFound
+from uhp_memories.domain.consolidation.schedules import ScheduleService
+from uhp_memories.domain.consolidation.service import ConsolidationService
 from uhp_memories.domain.errors import MemoryForbidden, MemoryInvalid, MemoryNotFound, MemoryUnsupported
 from uhp_memories.local.schedules import LocalTicker
 

@@ -9,9 +9,8 @@ import pytest
 
 from tests.unit.conftest import World, caller
 from uhp_memories.domain.errors import MemoryInvalid
-from uhp_memories.domain.models import CORE_TYPES
-from uhp_memories.domain.records import service as records_module
-from uhp_memories.domain.records.service import RecordInput
+from uhp_memories.domain.records import writes as records_module
+from uhp_memories.domain.records.model import CORE_TYPES, RecordInput
 
 ALICE = caller("user:alice")
 

@@ -17,11 +17,11 @@ from moto import mock_aws
 import functions.indexer.handler as indexer
 from uhp_memories import bootstrap
 from uhp_memories.adapters.dynamodb.schema import MAIN_TABLE
-from uhp_memories.domain.models import Caller
+from uhp_memories.domain.model import Caller
 from uhp_memories.domain.recall.engine import RecallEngine
-from uhp_memories.domain.recall.ports import SearchRequest
+from uhp_memories.domain.recall.model import SearchRequest
 from uhp_memories.domain.recall.ranking import rank
-from uhp_memories.domain.records.service import RecordInput
+from uhp_memories.domain.records.model import RecordInput
 from uhp_memories.local.embedded import EmbeddedSearchIndex
 from uhp_memories.local.hashing import HashingEmbedder
 from uhp_memories.settings import Settings

@@ -19,12 +19,10 @@ from tests.fakes.titan import TITAN_MAX_CHARACTERS, TITAN_MAX_TOKENS, FakeTitan,
 from uhp_memories.adapters.bedrock.embedder import MAX_INPUT_BYTES, TitanEmbedder, client_config, within_input_limit
 from uhp_memories.adapters.opensearch import OpenSearchIndex
 from uhp_memories.domain.limits import CONTENT_BYTES
-from uhp_memories.domain.models import RecordVersion
 from uhp_memories.domain.recall.engine import RecallEngine
-from uhp_memories.domain.recall.errors import SearchUnavailable, TextNotEmbeddable
-from uhp_memories.domain.recall.ports import SearchRequest
+from uhp_memories.domain.recall.model import QueryNotEmbedded, SearchRequest, SearchUnavailable, TextNotEmbeddable
 from uhp_memories.domain.recall.ranking import rank
-from uhp_memories.domain.recall.service import QueryNotEmbedded
+from uhp_memories.domain.records.model import RecordVersion
 from uhp_memories.local.embedded import EmbeddedSearchIndex
 
 TENANT, MEMORY = "acme", "hmem_" + "a" * 32

@@ -12,10 +12,16 @@ from tests.unit.conftest import World, caller, make_world
 from uhp_memories.domain import cursors
 from uhp_memories.domain.errors import MemoryForbidden, MemoryInvalid, MemoryNotFound
 from uhp_memories.domain.files import tree
-from uhp_memories.domain.files.paths import JOURNAL_RETENTION_SECONDS, JournalCursor, decode_cursor, encode_cursor
-from uhp_memories.domain.files.tree import ChangeList, TreeService
-from uhp_memories.domain.models import RecordVersion
-from uhp_memories.domain.records.service import RecordInput, RecordService
+from uhp_memories.domain.files.model import (
+    JOURNAL_RETENTION_SECONDS,
+    ChangeList,
+    JournalCursor,
+    decode_cursor,
+    encode_cursor,
+)
+from uhp_memories.domain.files.tree import TreeService
+from uhp_memories.domain.records.model import RecordInput, RecordVersion
+from uhp_memories.domain.records.service import RecordService
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")

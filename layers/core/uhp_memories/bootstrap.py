@@ -29,26 +29,28 @@ from uhp_memories.adapters.dynamodb.types import DynamoTypeRepository
 from uhp_memories.adapters.s3 import S3ObjectStore
 from uhp_memories.adapters.scheduler import EventBridgeTimer
 from uhp_memories.adapters.stepfunctions import StepFunctionsRunner
-from uhp_memories.adapters.system import RandomIds, SystemClock, UsualPace
+from uhp_memories.adapters.system import MeasuredCheckTiming, RandomIds, SystemClock, ThreadOverlap
 from uhp_memories.domain.access.grants import GrantService
 from uhp_memories.domain.agents.harnesses import HarnessService
 from uhp_memories.domain.agents.prime import PrimeService
 from uhp_memories.domain.agents.turns import TurnService
 from uhp_memories.domain.consolidation.schedules import ScheduleService
 from uhp_memories.domain.consolidation.service import ConsolidationService
-from uhp_memories.domain.context import Ports
 from uhp_memories.domain.files.service import FileService
 from uhp_memories.domain.files.tree import TreeService
 from uhp_memories.domain.memories.service import MemoryService
-from uhp_memories.domain.observing.derivation import Deriver
+from uhp_memories.domain.observing.ports import Deriver
 from uhp_memories.domain.observing.service import ObserveService
+from uhp_memories.domain.ports import Ports
 from uhp_memories.domain.providers.ports import Providers, RecordProvider
 from uhp_memories.domain.queries.service import QueryService
+from uhp_memories.domain.recall.abstain import AbstainPolicy
 from uhp_memories.domain.recall.engine import RecallEngine, text_of
 from uhp_memories.domain.recall.neighbours import IndexNeighbours
-from uhp_memories.domain.recall.service import AbstainPolicy, RecallService
+from uhp_memories.domain.recall.service import RecallService
 from uhp_memories.domain.records.service import RecordService
-from uhp_memories.domain.removal.service import RemovalService, Retention
+from uhp_memories.domain.removal.model import Retention
+from uhp_memories.domain.removal.service import RemovalService
 from uhp_memories.domain.types.builtin import BUILTIN_TYPES
 from uhp_memories.domain.types.operations import OperationService
 from uhp_memories.domain.types.service import TypeService
@@ -102,9 +104,10 @@ def lazy[T](factory: Callable[[], T]) -> Callable[[], T]:
 
 # The model's thread (recall embeds its query while the request thread checks access) needs the GIL
 # back after each native call; at CPython's default 5 ms interval it waits that long for the request
-# thread to hand it over, and the overlap gains nothing (measured: docs/benchmarks.md, "Latency
-# targets"). 1 ms makes the handover prompt. A process-wide setting, made here, where a process (a
-# Lambda function that recalls, the local server, a reindex) builds its engine: the process is ours.
+# thread to hand it over, and the overlap gains nothing (measured: docs/benchmarks.md,
+# "What changed in the product, and why it generalises", 4). 1 ms makes the handover prompt. A
+# process-wide setting, made here, where a process (a Lambda function that recalls, the local server,
+# a reindex) builds its engine: the process is ours.
 GIL_SWITCH_INTERVAL_S = 0.001
 
 
@@ -140,6 +143,8 @@ def build_recall_engine(
     Every adapter module is imported here, when a process first needs the engine: a function that
     never recalls never loads them."""
     if local:
+        # Local mode's own parts live in uhp_memories.local, which the core layer ships without: this
+        # branch is never taken in Lambda.
         from uhp_memories.local.embedded import EmbeddedSearchIndex
         from uhp_memories.local.minilm import MiniLmEmbedder
 
@@ -225,11 +230,12 @@ def build_deriver(settings: Settings, *, session: Any | None = None, client: Any
 
 
 class LazyProvider:
-    """A connected provider, built on first use: its library (mem0 and its stores: about 1.6 s here) loads, and
-    its credential is read, only in a process that reaches a memory bound to it. What it is (its capability
-    document, whether it runs outside the server) is answered by `described`, the same provider as configured
-    but never connected: listing the providers or attaching a memory to a harness needs neither the library
-    nor the credential (a deployed function that only does that is given neither: infra/catalog.py)."""
+    """A connected provider, built on first use: its library (mem0 and its stores, slow to import: measured in
+    docs/performance.md, "Figures behind design choices in the code") loads, and its credential is read, only in a
+    process that reaches a memory bound to it. What it is (its capability document, whether it runs outside the
+    server) is answered by `described`, the same provider as configured but never connected: listing the providers
+    or attaching a memory to a harness needs neither the library nor the credential (a deployed function that only
+    does that is given neither: infra/catalog.py)."""
 
     def __init__(self, provider_id: str, connect: Callable[[], RecordProvider], described: RecordProvider) -> None:
         self.id = provider_id
@@ -334,7 +340,7 @@ def build(
         ids=RandomIds(),
         attachments=attachments,
         providers=providers,
-        pace=UsualPace(),
+        check_timing=MeasuredCheckTiming(),
     )
     file_repository = DynamoFileRepository(table)
     files = FileService(ports, objects, file_repository)
@@ -342,7 +348,9 @@ def build(
     memories = MemoryService(ports, objects, jobs.holds, engine, files=file_repository)
     types = TypeService(ports, DynamoTypeRepository(table), BUILTIN_TYPES)
     records = RecordService(ports, memories, files, engine, paths, types)
-    recall = RecallService(ports, memories, records, engine, AbstainPolicy(settings.abstain_similarity))
+    recall = RecallService(
+        ports, memories, records, engine, AbstainPolicy(settings.abstain_similarity), overlap=ThreadOverlap()
+    )
     workflows = StepFunctionsRunner(
         stepfunctions_client,
         {

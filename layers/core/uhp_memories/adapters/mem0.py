@@ -35,8 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from uhp_memories.domain.models import Caller, Memory, RecordVersion
+from uhp_memories.domain.memories.model import Memory
+from uhp_memories.domain.model import Caller
 from uhp_memories.domain.providers.ports import ProviderErase, ProviderRecall
+from uhp_memories.domain.records.model import RecordVersion
 
 logger = logging.getLogger(__name__)
 

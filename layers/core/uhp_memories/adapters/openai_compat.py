@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from uhp_memories.adapters import prompts
-from uhp_memories.domain.observing.derivation import (
+from uhp_memories.domain.observing.model import (
     DerivationError,
     DerivationMalformed,
     DerivationRefused,

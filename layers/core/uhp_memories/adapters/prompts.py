@@ -28,7 +28,7 @@ from typing import Any, NoReturn, cast
 from uhp_memories.domain.errors import MemoryInvalid
 from uhp_memories.domain.fence import Fence
 from uhp_memories.domain.limits import ATTRIBUTES_JSON_BYTES, CONTENT_BYTES, REFERENCES_MAX
-from uhp_memories.domain.observing.derivation import (
+from uhp_memories.domain.observing.model import (
     DERIVED_TYPES,
     RELATIONS,
     DerivationMalformed,

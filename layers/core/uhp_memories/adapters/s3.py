@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 from botocore.exceptions import ClientError
 
-from uhp_memories.domain.files.service import Upload
+from uhp_memories.domain.files.model import Upload
 
 
 class S3ObjectStore:

@@ -6,6 +6,9 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 _ORDER_BITS = 16
 _ORDER_LIMIT = 1 << _ORDER_BITS
@@ -17,9 +20,9 @@ class SystemClock:
         return time.time_ns() // 1_000_000
 
 
-class UsualPace:
+class MeasuredCheckTiming:
     """How long deciding whether a caller sees a memory it named usually takes in this process, and a
-    hold that makes a not-found answer take that long (domain/access.py, Pace): the reads are the same
+    hold that makes a not-found answer take that long (domain/access.py, CheckTiming): the reads are the same
     whether the memory exists or not, but what the process does with an item found and with none
     differs by a little, and the hold leaves that little nothing to show in."""
 
@@ -79,3 +82,15 @@ class RandomIds:
             self._last_ms = now
             order = self._order
         return f"{prefix}{now:012x}{order:04x}{secrets.randbits(_RANDOM_BITS):016x}"
+
+
+class ThreadOverlap:
+    """Work beside a request on a small pool of threads (domain/overlap.py): a Lambda runs one request at a
+    time, the local server one a thread, so a few threads are enough for what requests start beside them."""
+
+    def __init__(self, threads: int = 4, name: str = "beside-request") -> None:
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
+
+    def start[T](self, work: Callable[..., T], *args: Any) -> Future[T]:
+        """Start `work(*args)` on the pool."""
+        return self._pool.submit(work, *args)

@@ -6,10 +6,20 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from uhp_memories.admin.reindex import ReindexReport
+
+class ReindexReport(Protocol):
+    """What progress shows of a reindex's running report (uhp_memories.admin.reindex.ReindexReport)."""
+
+    @property
+    def pages(self) -> int: ...
+
+    @property
+    def scanned_items(self) -> int: ...
+
+    @property
+    def indexed_versions(self) -> int: ...
 
 LINE_EVERY_PAGES = 10  # without a terminal: one line per this many pages scanned
 

@@ -39,9 +39,9 @@ from uhp_memories.adapters.dynamodb.table import DynamoTable
 from uhp_memories.admin.progress import reindex_progress
 from uhp_memories.admin.target import TargetError, stack_outputs
 from uhp_memories.bootstrap import build_recall_engine
-from uhp_memories.domain.models import RecordVersion
 from uhp_memories.domain.recall.engine import RecallEngine
-from uhp_memories.domain.recall.errors import EmbeddingModelMismatch, SearchUnavailable
+from uhp_memories.domain.recall.model import EmbeddingModelMismatch, SearchUnavailable
+from uhp_memories.domain.records.model import RecordVersion
 from uhp_memories.settings import Settings
 
 if TYPE_CHECKING:

@@ -43,8 +43,8 @@ from uhp_memories.api.errors import (
 )
 from uhp_memories.api.routes import ROUTES
 from uhp_memories.domain.errors import DomainError, MemoryInvalid, Unauthenticated
-from uhp_memories.domain.models import Caller
-from uhp_memories.domain.recall.errors import SearchUnavailable
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.recall.model import SearchUnavailable
 
 logger = Logger(service="uhp-memories")
 

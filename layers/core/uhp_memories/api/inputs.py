@@ -6,9 +6,9 @@ from typing import Any
 
 from uhp_memories.api import schemas
 from uhp_memories.domain.errors import MemoryInvalid
-from uhp_memories.domain.files.paths import check_conditions, check_origin
-from uhp_memories.domain.recall.service import RecallInput
-from uhp_memories.domain.records.service import NO_TERMS, RecordInput, WriteTerms
+from uhp_memories.domain.files.model import check_conditions, check_origin
+from uhp_memories.domain.recall.model import RecallInput
+from uhp_memories.domain.records.model import NO_TERMS, RecordInput, WriteTerms
 from uhp_memories.domain.timefmt import parse_instant
 
 

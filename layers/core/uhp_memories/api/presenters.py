@@ -6,18 +6,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from uhp_memories.api import schemas
-from uhp_memories.domain.agents.prime import PinnedRecord, PrimeAnswer
-from uhp_memories.domain.agents.turns import TurnAnswer
-from uhp_memories.domain.consolidation.schedules import Schedule
-from uhp_memories.domain.consolidation.service import CONSOLIDATOR, Run
-from uhp_memories.domain.jobs.service import Job
-from uhp_memories.domain.memories.service import MemorySummary, MemoryView
-from uhp_memories.domain.models import CORE_TYPES, Grant, Page, Snapshot
-from uhp_memories.domain.recall.service import RecallAnswer
-from uhp_memories.domain.records.service import RecordPage, RecordView
+from uhp_memories.domain.access.model import Grant
+from uhp_memories.domain.agents.model import PinnedRecord, PrimeAnswer, TurnAnswer
+from uhp_memories.domain.consolidation.model import CONSOLIDATOR, Run, Schedule
+from uhp_memories.domain.jobs import Job
+from uhp_memories.domain.memories.model import MemorySummary, MemoryView
+from uhp_memories.domain.model import Page
+from uhp_memories.domain.recall.model import RecallAnswer
+from uhp_memories.domain.records.model import CORE_TYPES, RecordPage, RecordView, Snapshot
 from uhp_memories.domain.timefmt import format_ms
+from uhp_memories.domain.types.model import TypeDefinition
 from uhp_memories.domain.types.operations import OperationAnswer
-from uhp_memories.domain.types.service import TypeDefinition, operation_json
+from uhp_memories.domain.types.service import operation_json
 
 
 def memory(view: MemoryView) -> schemas.MemoryOut:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from uhp_memories.domain.files.paths import CONDITIONS_MAX, ORIGIN_CHARS
+from uhp_memories.domain.files.model import CONDITIONS_MAX, ORIGIN_CHARS
 from uhp_memories.domain.limits import DESCRIPTION_CHARS, ERASE_NAMED_MAX, NAME_CHARS
 
 

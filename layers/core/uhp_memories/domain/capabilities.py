@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from uhp_memories.domain.limits import MAX_DEPTH
-from uhp_memories.domain.models import NATIVE_PROVIDER
+from uhp_memories.domain.model import NATIVE_PROVIDER
 
 
 def native_provider(free_query_languages: tuple[str, ...] = (), *, derives: bool = False) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from uhp_memories.domain.errors import MemoryInvalid
-from uhp_memories.domain.models import RecordVersion
+from uhp_memories.domain.records.model import RecordVersion
 from uhp_memories.domain.timefmt import parse_instant
 
 COMPARISONS = ("eq", "ne", "lt", "lte", "gt", "gte")

@@ -13,16 +13,17 @@ The file stores each weight matrix as int8 with a scale per column, turned back 
 graph (Cast, Mul); onnxruntime folds those into float matrices, so it multiplied 88 MB of float32
 weights for every text, bound by memory. `int8_matmuls` hands the int8 matrices and their scales to
 onnxruntime's DynamicQuantizeMatMul instead (activations quantized on the fly, integer arithmetic):
-the same weights, a fourth of the bytes, 0.67x to 0.77x the float graph's time per text. Activations
-are quantized per call, so each text runs alone: its vector never depends on what else was embedded
-with it.
+the same weights, a fourth of the bytes, less time per text than the float graph (measured:
+docs/performance.md, "Figures behind design choices in the code"). Activations are quantized per
+call, so each text runs alone: its vector never depends on what else was embedded with it.
 
 The matrices are handed over as uint8 with zero point 128 (the same values), not as int8: onnxruntime's
 uint8 x int8 kernel on x86-64 without VNNI (AVX2 only, an AMD EPYC here) adds pairs of products in
 int16 and saturates, so one text embedded differently on different CPUs under one model id. uint8 x
 uint8 widens to 16 bits before it multiplies and sums in int32: exact on x86-64 with or without
-AVX-512/VNNI and on arm64, so the integer part of every product is the same everywhere (1.04x to
-1.27x the saturating kernel's time here; bench/embedding_arithmetic.py).
+AVX-512/VNNI and on arm64, so the integer part of every product is the same everywhere, for a little
+more time than the saturating kernel here (measured by bench/embedding_arithmetic.py:
+docs/performance.md, "The local embedder's arithmetic (all-MiniLM-L6-v2)").
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from uhp_memories.domain.recall.errors import SearchError
+from uhp_memories.domain.recall.model import SearchError
 
 # The model and the arithmetic: vectors of int8 weights and uint8-quantized activations, multiplied
-# u8 x u8, differ a little from the float graph's (cosine >= 0.97 per text, 0.993 on average; tested),
+# u8 x u8, differ a little from the float graph's (the tests hold cosine >= 0.97 per text and 0.99 on
+# average; measured: docs/performance.md, "The local embedder's arithmetic (all-MiniLM-L6-v2)"),
 # and an index never mixes vectors of two arithmetics: the id names this one.
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2:onnx-int8-u8u8"
 DIMENSIONS = 384

@@ -262,7 +262,8 @@ class LocalAws:
                 Bucket=self.settings.files_bucket, VersioningConfiguration={"Status": "Enabled"}
             )
             presign = boto3.client("s3", region_name=self.settings.region, endpoint_url=f"http://{host}:{port}")
-            # Unsigned: moto checks no signature, and signing cost a tenth of every DynamoDB call.
+            # Unsigned: moto checks no signature, and signing cost a share of every DynamoDB call (measured:
+            # docs/benchmarks.md, "Local mode and moto").
             raw = boto3.client(
                 "dynamodb", region_name=self.settings.region, config=Config(signature_version=UNSIGNED)
             )

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from uhp_memories.api import presenters
 from uhp_memories.bootstrap import Container
-from uhp_memories.domain.agents.prime import BUDGET_DEFAULT, BUDGET_MAX
+from uhp_memories.domain.agents.model import BUDGET_DEFAULT, BUDGET_MAX
 from uhp_memories.domain.errors import DomainError
-from uhp_memories.domain.models import Caller
+from uhp_memories.domain.model import Caller
 from uhp_memories.tokens.wordpiece import TOKENIZER_NAME
 
 PROMPT_NAME = "memory_prime"

@@ -33,7 +33,7 @@ from uhp_memories import __version__, bootstrap
 from uhp_memories.api.errors import status_of
 from uhp_memories.domain.errors import DomainError
 from uhp_memories.domain.fence import INSTRUCTIONS
-from uhp_memories.domain.models import Caller
+from uhp_memories.domain.model import Caller
 from uhp_memories.mcp import prime, tools
 
 CALLER_SCOPE_KEY = "uhp_memories.caller"  # where `handle` puts the caller (with its session's memory)

@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field, ValidationError
 from uhp_memories.api import inputs, schemas
 from uhp_memories.api.errors import describe_validation_errors
 from uhp_memories.bootstrap import Container
+from uhp_memories.domain.agents.model import Attachment
 from uhp_memories.domain.errors import (
     DomainError,
     MemoriesNotAttached,
@@ -42,13 +43,12 @@ from uhp_memories.domain.errors import (
     MemoryInvalid,
 )
 from uhp_memories.domain.fence import Fence
-from uhp_memories.domain.memories.service import MemorySummary, MemoryView
-from uhp_memories.domain.models import CORE_TYPES, Attachment, Caller
-from uhp_memories.domain.queries.service import NAME as QUERY_NAME
-from uhp_memories.domain.queries.service import NamedQuery, QueryNotFound
-from uhp_memories.domain.recall.errors import SearchUnavailable
-from uhp_memories.domain.recall.service import RecallAnswer
-from uhp_memories.domain.records.service import RecordView
+from uhp_memories.domain.memories.model import MemorySummary, MemoryView
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.queries.model import NAME as QUERY_NAME
+from uhp_memories.domain.queries.model import NamedQuery, QueryNotFound
+from uhp_memories.domain.recall.model import RecallAnswer, SearchUnavailable
+from uhp_memories.domain.records.model import CORE_TYPES, RecordView
 
 QUERY_TOOL_PREFIX = "memory_run_query_"
 CORE_TYPE_NAMES = ", ".join(CORE_TYPES)
@@ -299,7 +299,8 @@ def _args[M: BaseModel](model: type[M], arguments: dict[str, Any]) -> M:
 
 # What a model needs of a JSON Schema to call a tool. The rest of what pydantic writes (titles, nulls
 # beside every optional type, bounds the server checks anyway) costs the agent's context on every turn:
-# measured with the MiniLM tokenizer, the eight tools' listing went from 3,182 tokens to 2,173.
+# measured with the MiniLM tokenizer, leaving it out makes the eight tools' listing markedly shorter
+# (docs/performance.md, "Figures behind design choices in the code").
 SCHEMA_KEYS = frozenset({"type", "properties", "required", "items", "description", "enum", "minimum", "$ref", "anyOf"})
 
 

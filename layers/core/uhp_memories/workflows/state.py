@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from uhp_memories.domain.removal.service import ChainTarget, EraseTargets, VersionTarget
+from uhp_memories.domain.removal.model import ChainTarget, EraseTargets, VersionTarget
 
 DEFAULT_ERROR = "States.TaskFailed"
 

@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
 from uhp_memories.adapters import prompts
-from uhp_memories.domain.observing.derivation import (
+from uhp_memories.domain.observing.model import (
     DerivationError,
     DerivationMalformed,
     DerivationRefused,

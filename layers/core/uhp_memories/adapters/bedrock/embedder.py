@@ -39,7 +39,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.exceptions import HTTPClientError
 
 from uhp_memories import deadlines
-from uhp_memories.domain.recall.errors import SearchUnavailable, TextNotEmbeddable
+from uhp_memories.domain.recall.model import SearchUnavailable, TextNotEmbeddable
 
 logger = logging.getLogger(__name__)
 

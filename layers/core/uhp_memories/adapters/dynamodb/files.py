@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.table import DynamoTable
-from uhp_memories.domain.files.service import StoredFile
+from uhp_memories.domain.files.model import StoredFile
 
 FILE_SK = "FILE"
 

@@ -11,9 +11,9 @@ from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.items import grant_item
 from uhp_memories.adapters.dynamodb.memories import GRANT_WRITE_ATTEMPTS, grants_copy_op, grants_in_partition
 from uhp_memories.adapters.dynamodb.table import ConditionFailed, Contended, DynamoTable
-from uhp_memories.domain.agents.harnesses import AttachmentsChanged, HarnessList
+from uhp_memories.domain.access.model import Grant
+from uhp_memories.domain.agents.model import Attachment, AttachmentsChanged, HarnessList
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.models import Attachment, Grant
 
 ATTACHMENTS_SK = "ATTACHMENTS"
 

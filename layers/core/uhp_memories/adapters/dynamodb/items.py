@@ -16,7 +16,9 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from uhp_memories.adapters.dynamodb import keys
-from uhp_memories.domain.models import Grant, Memory, RecordVersion, Snapshot
+from uhp_memories.domain.access.model import Grant
+from uhp_memories.domain.memories.model import Memory
+from uhp_memories.domain.records.model import RecordVersion, Snapshot
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()

@@ -7,7 +7,7 @@ from typing import Any
 
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.table import DynamoTable
-from uhp_memories.domain.jobs.service import Job
+from uhp_memories.domain.jobs import Job
 
 
 class DynamoJobRepository:

@@ -28,9 +28,11 @@ from uhp_memories.adapters.dynamodb.items import (
 )
 from uhp_memories.adapters.dynamodb.schema import CHILDREN_INDEX, PRINCIPAL_INDEX
 from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, Contended, DynamoTable
+from uhp_memories.domain.access.model import Grant
 from uhp_memories.domain.errors import TreeChanged
 from uhp_memories.domain.limits import MAX_TREE_DEPTH
-from uhp_memories.domain.models import PRIVILEGES, Grant, Memory
+from uhp_memories.domain.memories.model import Memory
+from uhp_memories.domain.model import PRIVILEGES
 
 # Tries of a grant change that lost the race for a memory's copy of its grants to another grant change.
 GRANT_WRITE_ATTEMPTS = 5

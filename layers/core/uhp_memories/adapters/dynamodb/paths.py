@@ -16,7 +16,7 @@ from typing import Any
 
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.table import ConditionFailed, DynamoTable
-from uhp_memories.domain.files.paths import (
+from uhp_memories.domain.files.model import (
     FIRST_EPOCH,
     JOURNAL_RETENTION_SECONDS,
     Conflict,
@@ -27,7 +27,7 @@ from uhp_memories.domain.files.paths import (
     PathEntry,
     describe,
 )
-from uhp_memories.domain.models import RecordVersion
+from uhp_memories.domain.records.model import RecordVersion
 
 _ABSENT = "attribute_not_exists(PK)"
 

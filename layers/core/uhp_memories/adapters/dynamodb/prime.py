@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, DynamoTable
-from uhp_memories.domain.agents.prime import Pin, PlacedMemory, Placement
+from uhp_memories.domain.agents.model import Pin, PlacedMemory, Placement
 from uhp_memories.domain.errors import TreeChanged
 
 

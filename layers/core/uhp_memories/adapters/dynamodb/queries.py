@@ -7,7 +7,7 @@ import json
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, DynamoTable
 from uhp_memories.domain.errors import TreeChanged
-from uhp_memories.domain.queries.service import NamedQuery
+from uhp_memories.domain.queries.model import NamedQuery
 
 
 class DynamoQueryRepository:

@@ -20,8 +20,8 @@ from uhp_memories.adapters.dynamodb.paths import DynamoPathRepository
 from uhp_memories.adapters.dynamodb.schema import ACTIVE_INDEX, CHAIN_INDEX, TIMELINE_INDEX
 from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, Contended, DynamoTable
 from uhp_memories.domain.errors import AlreadyExists, SourceGone, StaleVersion, TreeChanged, WriteContended
-from uhp_memories.domain.files.paths import PathCondition, PathConflict
-from uhp_memories.domain.models import RecordVersion, Snapshot
+from uhp_memories.domain.files.model import PathCondition, PathConflict
+from uhp_memories.domain.records.model import RecordVersion, Snapshot
 
 # Still the version a change may act on: nothing superseded it and nobody forgot it.
 CURRENT_ACTIVE = "attribute_exists(PK) AND attribute_not_exists(superseded_by) AND #status = :active"

@@ -7,7 +7,7 @@ from typing import Any
 
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, DynamoTable
-from uhp_memories.domain.consolidation.service import Change, Run
+from uhp_memories.domain.consolidation.model import Change, Run
 from uhp_memories.domain.errors import TreeChanged
 
 

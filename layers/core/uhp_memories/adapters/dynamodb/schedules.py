@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, DynamoTable
-from uhp_memories.domain.consolidation.schedules import Schedule
+from uhp_memories.domain.consolidation.model import Schedule
 from uhp_memories.domain.errors import TreeChanged
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.table import ConditionFailed, DynamoTable
-from uhp_memories.domain.types.service import TypeDefinition, TypeVersionTaken, definition_json, parse_definition
+from uhp_memories.domain.types.model import TypeDefinition, TypeVersionTaken
+from uhp_memories.domain.types.service import definition_json, parse_definition
 
 
 class DynamoTypeRepository:

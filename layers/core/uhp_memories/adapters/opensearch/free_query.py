@@ -27,7 +27,7 @@ from typing import Any
 
 from uhp_memories.adapters.opensearch import isolation_filter
 from uhp_memories.domain.errors import MemoryInvalid
-from uhp_memories.domain.recall.errors import SearchUnavailable
+from uhp_memories.domain.recall.model import SearchUnavailable
 
 LANGUAGE = "opensearch-dsl"
 MAX_STATEMENT_BYTES = 16 * 1024

@@ -38,15 +38,23 @@ from uhp_memories.adapters.opensearch.queries import (
     word_count_bodies,
     word_weights,
 )
-from uhp_memories.domain.recall.errors import EmbeddingModelMismatch, SearchUnavailable
-from uhp_memories.domain.recall.ports import Candidate, CandidateQuery, LogStretches, SearchDocument, SearchRequest
+from uhp_memories.domain.recall.model import (
+    Candidate,
+    CandidateQuery,
+    EmbeddingModelMismatch,
+    LogStretches,
+    SearchDocument,
+    SearchRequest,
+    SearchUnavailable,
+)
 
 logger = logging.getLogger(__name__)
 _Hits = list[dict[str, Any]]
 # A memory's log of up to this many admitted documents is read whole in one search, and the stretch
 # around each centre cut from it here; a longer one is read around each centre (two small sorted
-# searches each, ~2 x 160 for a default recall). On the tests' 2.19.1 node (2 cores, 512 MB heap, a
-# busy machine), a log of 2,400 episodes read whole took ~100 ms, and around 195 centres 2.1 to 3.1 s.
+# searches each, ~2 x 160 for a default recall). On the tests' 2.19.1 node, a long log read whole took a
+# small fraction of the time that reading it around each centre took (measured: docs/performance.md,
+# "Figures behind design choices in the code").
 WHOLE_LOG_MAX = 2_000
 
 

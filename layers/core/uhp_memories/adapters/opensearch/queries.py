@@ -41,7 +41,7 @@ from uhp_memories.adapters.predicates import (
     path_key,
     sortable_number,
 )
-from uhp_memories.domain.recall.ports import Candidate, SearchDocument, SearchRequest
+from uhp_memories.domain.recall.model import Candidate, SearchDocument, SearchRequest
 from uhp_memories.domain.timefmt import parse_instant
 
 SCHEMA_VERSION = "1"
@@ -55,8 +55,9 @@ LOG_FIELDS = ["record_id", "chain_id", "type", "memory_id"]  # log_body's keywor
 SIMILARITY_SCRIPT = "1.0 + cosineSimilarity(params.query_value, doc[params.field])"
 _OPEN, _CLOSED = 1, 2  # external document versions: a closed version never reopens
 # The HNSW graph is searched this many candidates wide per result asked. At Lucene's default (as wide as
-# k) the real 2.19 node missed part of the exact top 100 in 16 of 120 LoCoMo questions (none in the top
-# 10); four times as wide, none, at no cost measured on those memories (420 episodes).
+# k) the real 2.19 node missed part of the exact top 100 in some LoCoMo questions (none in the top 10);
+# four times as wide, none, at no cost measured on those memories (docs/performance.md,
+# "What a real OpenSearch 2.19 refused or did differently from the stand-in", 2).
 EF_SEARCH_PER_RESULT = 4
 
 
@@ -254,7 +255,8 @@ def word_weights(terms: Sequence[str], counts: Sequence[int]) -> dict[str, float
     by its rarity in the memory (FTS5: log((N - n + 0.5) / (n + 0.5)), at least 1e-6); the boost turns
     the first into the second, so a word that runs through one memory (a speaker's name in every turn
     of a conversation) weighs as little as it does there. On LoCoMo (six conversations in one index),
-    without it, R@10 0.742 against the embedded engine's 0.786."""
+    without it, R@10 fell well short of the embedded engine's (measured: docs/performance.md,
+    "What a real OpenSearch 2.19 refused or did differently from the stand-in", 4)."""
     memory_docs, index_docs = counts[0], counts[1]
     weights = {}
     for i, term in enumerate(terms):

@@ -6,11 +6,11 @@ import re
 from collections.abc import Sequence
 
 from uhp_memories.domain import cursors
-from uhp_memories.domain.access.check import ordered
-from uhp_memories.domain.context import Ports
+from uhp_memories.domain.access.model import Grant, ordered
 from uhp_memories.domain.errors import GrantNotFound, MemoryInvalid, MemoryNotFound, TreeChanged
 from uhp_memories.domain.limits import LIST_DEFAULT, LIST_MAX
-from uhp_memories.domain.models import PRIVILEGES, Caller, Grant, Page
+from uhp_memories.domain.model import PRIVILEGES, Caller, Page
+from uhp_memories.domain.ports import Ports
 
 # The principal kinds this server accepts (DESIGN.md): a person, a harness, a service, a key, a group.
 PRINCIPAL_PATTERN = re.compile(r"^(user|harness|service|key|group):[A-Za-z0-9._@+\-:]{1,128}$")
@@ -33,6 +33,7 @@ def check_privileges(privileges: Sequence[str]) -> tuple[str, ...]:
 
 
 class GrantService:
+    """Grants on a memory (§3.1): list, create and delete, by those who may delete it."""
     def __init__(self, ports: Ports) -> None:
         self._ports = ports
 
@@ -66,6 +67,7 @@ class GrantService:
         return Page(page, cursors.encode("grants", page[-1].id, over=memory_id) if more else None)
 
     def create(self, caller: Caller, memory_id: str, principal: str, privileges: Sequence[str]) -> Grant:
+        """Grant a principal privileges on this memory (the caller needs delete on it)."""
         access = self._ports.access(caller)
         access.require(memory_id, "delete")
         grant = Grant(
@@ -84,6 +86,7 @@ class GrantService:
         return grant
 
     def delete(self, caller: Caller, memory_id: str, grant_id: str) -> None:
+        """Remove a grant of this memory (the caller needs delete on it)."""
         access = self._ports.access(caller)
         access.require(memory_id, "delete")
         if not self._ports.memories.delete_grant(caller.tenant, memory_id, grant_id):

@@ -21,11 +21,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Protocol
+from dataclasses import replace
 
-from uhp_memories.domain.access.check import AccessView
-from uhp_memories.domain.context import Ports
+from uhp_memories.domain.access.model import AccessView, Grant
+from uhp_memories.domain.agents.model import (
+    OUTSIDE_PROVIDER,
+    Attached,
+    Attachment,
+    AttachmentsChanged,
+    HarnessList,
+    Listed,
+    Notice,
+)
+from uhp_memories.domain.agents.ports import AttachmentRepository, ProviderRegistry
 from uhp_memories.domain.errors import (
     MemoriesNotAttached,
     MemoryConflict,
@@ -34,7 +42,8 @@ from uhp_memories.domain.errors import (
     MemoryNotFound,
     TreeChanged,
 )
-from uhp_memories.domain.models import Attachment, Caller, Grant
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.ports import Ports
 
 __all__ = ["Attachment", "HarnessList", "HarnessService", "MemoriesNotAttached"]
 
@@ -49,52 +58,12 @@ ATTACH_ATTEMPTS = 3  # reads and merges of a list that others change at the same
 GRANT_PRIVILEGE = "delete"
 
 
-@dataclass(frozen=True)
-class HarnessList:
-    """A harness's list as stored: its entries and who owns it beside the harness itself. `owners` is
-    None on a list written before lists had owners: the next owner to write it claims it."""
-
-    entries: list[Attachment]
-    owners: tuple[str, ...] | None
 
 
-class AttachmentRepository(Protocol):
-    def get(self, tenant: str, harness_id: str) -> list[Attachment] | None:
-        """The list's entries (None: no list), as the access rule reads them."""
-        ...
-
-    def get_list(self, tenant: str, harness_id: str) -> HarnessList | None:
-        """The list with its owners (None: no list)."""
-        ...
-
-    def replace(
-        self,
-        tenant: str,
-        harness_id: str,
-        attachments: Sequence[Attachment],
-        grants: Sequence[Grant],
-        *,
-        owners: Sequence[str],
-        as_read: HarnessList | None,
-    ) -> None:
-        """Replace the list and its owners and write the grants it needs, in one transaction, only if the
-        list is still `as_read` (None: no list yet), entries and owners alike: compare-and-swap, so two
-        concurrent changes never lose one.
-
-        Raises AttachmentsChanged when the list is no longer as read, TreeChanged when a memory to be
-        granted on is missing or being deleted; either way nothing is written."""
-        ...
 
 
-class AttachmentsChanged(Exception):
-    """Raised by an AttachmentRepository when the list changed since it was read; nothing was written."""
 
 
-class ProviderRegistry(Protocol):
-    """Which providers a memory may live in, and which of them run outside this server (§9.1 last rule)."""
-
-    def is_outside(self, provider: str) -> bool:
-        ...
 
 
 class NativeProviders:
@@ -104,34 +73,16 @@ class NativeProviders:
         return False
 
 
-@dataclass(frozen=True)
-class Notice:
-    code: str
-    message: str
-    memory_id: str
-    provider: str
 
 
-OUTSIDE_PROVIDER = "outside_provider"
 
 
-@dataclass(frozen=True)
-class Attached:
-    """A PUT's answer: the caller's view of the list, and what the person attaching must be told."""
-
-    memories: list[Attachment]
-    notices: list[Notice]
 
 
-@dataclass(frozen=True)
-class Listed:
-    """A GET's answer: the entries on memories the caller can see, and how many others the list holds."""
-
-    memories: list[Attachment]
-    hidden: int
 
 
 class HarnessService:
+    """Harnesses (§9): the memories attached to each, its owners, and the session's memory."""
     def __init__(
         self, ports: Ports, attachments: AttachmentRepository, providers: ProviderRegistry | None = None
     ) -> None:

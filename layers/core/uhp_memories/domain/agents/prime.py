@@ -28,11 +28,21 @@ placement: another caller's turn must not copy the memory ids a harness was show
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
 
-from uhp_memories.domain.agents.harnesses import Attachment, HarnessService
-from uhp_memories.domain.context import Ports
+from uhp_memories.domain.agents.harnesses import HarnessService
+from uhp_memories.domain.agents.model import (
+    BUDGET_DEFAULT,
+    BUDGET_MAX,
+    MAX_PINS,
+    Pin,
+    PinnedRecord,
+    PlacedMemory,
+    PlacedRecord,
+    Placement,
+    PrimeAnswer,
+    PrimedMemory,
+)
+from uhp_memories.domain.agents.ports import MemoryNeighbours, PinRepository, PlacementRepository
 from uhp_memories.domain.errors import (
     MemoriesNotAttached,
     MemoryConflict,
@@ -42,106 +52,33 @@ from uhp_memories.domain.errors import (
     TreeChanged,
 )
 from uhp_memories.domain.fence import Fence
-from uhp_memories.domain.memories.service import MemoryService, MemorySummary
-from uhp_memories.domain.models import Caller, Memory, RecordVersion
-from uhp_memories.domain.records.service import ID_PATTERN
+from uhp_memories.domain.memories.model import Memory, MemorySummary
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.ports import Ports
+from uhp_memories.domain.records.model import ID_PATTERN, RecordVersion
 
-MAX_PINS = 20
-BUDGET_DEFAULT = 2_000
-BUDGET_MAX = 20_000
 PIN_PRIVILEGE = "delete"
 AGENT_KIND = "harness"  # written_by.kind of an agent's write (principal harness:<id>)
 PLACEMENT_DAYS = 7  # how long a placement can be named by a turn: a session, with days to spare
 PRIME_ID_PREFIX = "hprm_"
 
 
-@dataclass(frozen=True)
-class Pin:
-    chain_id: str
-    record_id: str  # the version the owner pinned
-    pinned_by: str
-    pinned_at: int
 
 
-class PinRepository(Protocol):
-    def get(self, tenant: str, memory_id: str) -> list[Pin]:
-        """The memory's pins in their order; none when never set."""
-        ...
-
-    def replace(self, tenant: str, memory_id: str, pins: Sequence[Pin]) -> None:
-        """Replace the list; TreeChanged when the memory is missing or being deleted (nothing written)."""
-        ...
 
 
-@dataclass(frozen=True)
-class PlacedMemory:
-    memory_id: str
-    tokens: int  # the header's and the placed records' together
-    record_ids: tuple[str, ...]  # the versions placed, in order
 
 
-@dataclass(frozen=True)
-class Placement:
-    """What one prime placed, as the server recorded it."""
-
-    prime_id: str
-    harness_id: str
-    primed_by: str  # the principal that asked for prime
-    primed_at: int  # ms
-    budget: int
-    tokens: int
-    expires_at: int  # epoch seconds: the TTL that removes it
-    memories: tuple[PlacedMemory, ...]
 
 
-class PlacementRepository(Protocol):
-    def record(self, tenant: str, placement: Placement) -> None:
-        """Keep the placement until its `expires_at` (a TTL: removed some time after, not at it)."""
-        ...
-
-    def get(self, tenant: str, harness_id: str, prime_id: str) -> Placement | None:
-        """The placement, None when unknown (an expired one not yet removed is answered)."""
-        ...
 
 
-@dataclass(frozen=True)
-class PinnedRecord:
-    pin: Pin
-    shown: RecordVersion | None  # what prime shows of the chain now (None: forgotten or gone)
 
 
-@dataclass(frozen=True)
-class PlacedRecord:
-    record: RecordVersion
-    pinned_record_id: str
-    content: str  # fenced
-    tokens: int
 
 
-@dataclass
-class PrimedMemory:
-    attachment: Attachment
-    memory: Memory
-    children: list[MemorySummary]
-    # What principals wrote about the memory and its children, as one fenced block (header_text): one
-    # fence a memory, not one a field, since each fence costs the agent tokens (about 40 here).
-    header: str = ""
-    tokens: int = 0
-    placed: bool = False
-    records: list[PlacedRecord] = field(default_factory=list)
-    omitted: int = 0
 
 
-@dataclass(frozen=True)
-class PrimeAnswer:
-    prime_id: str  # the server's record of this placement (Placement)
-    harness_id: str
-    budget: int
-    tokens: int
-    fence: str
-    memories: list[PrimedMemory]  # those placed
-    omitted_memories: int
-    omitted_records: int
 
 
 def agent_written(record: RecordVersion) -> bool:
@@ -171,10 +108,11 @@ def record_text(record: RecordVersion, fenced: str) -> str:
 
 
 class PrimeService:
+    """Prime (§9.1): what a harness's session starts with, within a token budget, and pins."""
     def __init__(
         self,
         ports: Ports,
-        memories: MemoryService,
+        memories: MemoryNeighbours,
         harnesses: HarnessService,
         pins: PinRepository,
         placements: PlacementRepository,
@@ -247,6 +185,7 @@ class PrimeService:
         return found
 
     def prime(self, caller: Caller, harness_id: str, budget: int | None = None) -> PrimeAnswer:
+        """Place the harness's starting memories and their records within `budget` tokens, recorded as a placement."""
         budget = BUDGET_DEFAULT if budget is None else budget
         if not 1 <= budget <= BUDGET_MAX:
             raise MemoryInvalid(f"budget is 1 to {BUDGET_MAX} tokens")

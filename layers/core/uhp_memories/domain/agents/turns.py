@@ -17,43 +17,24 @@ memory is answered as if there were none (422), so a turn never reveals which me
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from uhp_memories.domain.agents.harnesses import HarnessService
-from uhp_memories.domain.agents.prime import Placement, PrimeService
-from uhp_memories.domain.context import Ports
+from uhp_memories.domain.agents.model import Placement, ToolRun, Turn, TurnAnswer
+from uhp_memories.domain.agents.ports import TurnObserver
+from uhp_memories.domain.agents.prime import PrimeService
 from uhp_memories.domain.errors import MemoryInvalid
-from uhp_memories.domain.jobs.service import Job
-from uhp_memories.domain.models import Caller
-from uhp_memories.domain.observing.service import ObserveService
-from uhp_memories.domain.records.service import OBSERVE_MAX, RecordInput, RecordView
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.ports import Ports
+from uhp_memories.domain.records.model import OBSERVE_MAX, RecordInput
 
 MAX_TOOLS = OBSERVE_MAX - 2  # with what was asked and what was answered: one observe
 
 
-@dataclass(frozen=True)
-class ToolRun:
-    name: str
-    input: Any
-    output: Any
 
 
-@dataclass(frozen=True)
-class Turn:
-    asked: str
-    answered: str
-    tools: Sequence[ToolRun] = ()
-    prime_id: str | None = None
 
 
-@dataclass(frozen=True)
-class TurnAnswer:
-    turn_id: str
-    memory_id: str
-    records: list[RecordView]
-    job: Job | None = None  # the derivation from the turn's episodes, where the provider derives
 
 
 def _as_text(value: Any) -> str:
@@ -77,8 +58,9 @@ def tool_text(tool: ToolRun) -> str:
 
 
 class TurnService:
+    """Turns (§9.1): a harness's turn observed as episodes in its default memory."""
     def __init__(
-        self, ports: Ports, harnesses: HarnessService, observing: ObserveService, prime: PrimeService
+        self, ports: Ports, harnesses: HarnessService, observing: TurnObserver, prime: PrimeService
     ) -> None:
         self._ports = ports
         self._harnesses = harnesses
@@ -86,6 +68,7 @@ class TurnService:
         self._prime = prime
 
     def observe_turn(self, caller: Caller, harness_id: str, turn: Turn) -> TurnAnswer:
+        """Observe a turn as one episode per part in the harness's default memory."""
         if len(turn.tools) > MAX_TOOLS:
             raise MemoryInvalid(f"a turn names at most {MAX_TOOLS} tool runs")
         stored = self._harnesses.owned(caller, harness_id).entries  # the harness and its owners only

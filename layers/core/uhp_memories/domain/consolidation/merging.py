@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any
 
-from uhp_memories.domain.models import RecordVersion
+from uhp_memories.domain.records.model import RecordVersion
 
 NEAR_SIMILARITY = 0.92
 NEAR_WORDS = 0.80

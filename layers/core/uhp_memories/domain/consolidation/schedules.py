@@ -19,67 +19,37 @@ starts nothing.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Protocol
 
-from uhp_memories.domain.consolidation.service import MAX_BUDGET, ConsolidationService, Run
-from uhp_memories.domain.context import Ports
-from uhp_memories.domain.errors import DomainError, MemoryInvalid, MemoryNotFound, MemoryUnsupported, TreeChanged
-from uhp_memories.domain.models import Caller
+from uhp_memories.domain.consolidation.model import (
+    MAX_BUDGET,
+    MAX_EVERY_MINUTES,
+    MIN_EVERY_MINUTES,
+    Run,
+    Schedule,
+    ScheduleNotFound,
+)
+from uhp_memories.domain.consolidation.ports import ScheduleRepository, Timer
+from uhp_memories.domain.consolidation.service import ConsolidationService
+from uhp_memories.domain.errors import MemoryInvalid, MemoryNotFound, MemoryUnsupported, TreeChanged
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.ports import Ports
 
 logger = logging.getLogger(__name__)
 
-MIN_EVERY_MINUTES = 15  # more often than this, a run mostly finds nothing new and still costs a workflow
-MAX_EVERY_MINUTES = 7 * 24 * 60
 
 
-class ScheduleNotFound(DomainError):
-    code = "memory_schedule_not_found"
-
-    def __init__(self, memory_id: str) -> None:
-        super().__init__(f"memory {memory_id} has no consolidation schedule")
 
 
-@dataclass(frozen=True)
-class Schedule:
-    tenant: str
-    memory_id: str
-    every_minutes: int
-    budget_limit: int | None  # tokens per run; None: the default budget
-    set_by: str
-    set_at: int  # epoch ms
 
 
-class ScheduleRepository(Protocol):
-    """The schedule item under its memory."""
-
-    def get(self, tenant: str, memory_id: str) -> Schedule | None:
-        ...
-
-    def put(self, schedule: Schedule) -> None:
-        """Write or replace the memory's schedule. Raises TreeChanged when the memory is missing or
-        being deleted."""
-        ...
-
-    def delete(self, tenant: str, memory_id: str) -> None:
-        """Remove it; absent is fine."""
-        ...
 
 
-class Timer(Protocol):
-    """What fires a memory's schedule (EventBridge Scheduler; the local ticker)."""
-
-    def set(self, tenant: str, memory_id: str, every_minutes: int) -> None:
-        """Fire every `every_minutes` from now on, replacing any timer of the memory."""
-        ...
-
-    def clear(self, tenant: str, memory_id: str) -> None:
-        """Stop firing; absent is fine."""
-        ...
 
 
 class ScheduleService:
-    """`timer` None: the deployment has no timer, and setting a schedule answers memory_unsupported."""
+    """Sets, reads, clears and fires a memory's consolidation schedule.
+
+    `timer` None: the deployment has no timer, and setting a schedule answers memory_unsupported."""
 
     def __init__(
         self, ports: Ports, schedules: ScheduleRepository, timer: Timer | None, consolidation: ConsolidationService
@@ -90,6 +60,7 @@ class ScheduleService:
         self._consolidation = consolidation
 
     def set(self, caller: Caller, memory_id: str, every_minutes: int, budget: int | None) -> Schedule:
+        """Set (or replace) the memory's schedule and its timer; needs write."""
         self._ports.access(caller).require(memory_id, "write")
         timer = self._timer_or_unsupported()
         if not MIN_EVERY_MINUTES <= every_minutes <= MAX_EVERY_MINUTES:
@@ -113,6 +84,7 @@ class ScheduleService:
         return self._timer
 
     def get(self, caller: Caller, memory_id: str) -> Schedule:
+        """The memory's schedule; needs write."""
         self._ports.access(caller).require(memory_id, "write")
         schedule = self._schedules.get(caller.tenant, memory_id)
         if schedule is None:
@@ -120,6 +92,7 @@ class ScheduleService:
         return schedule
 
     def clear(self, caller: Caller, memory_id: str) -> None:
+        """Stop the memory's schedule: its timer, then the schedule itself; needs write."""
         self._ports.access(caller).require(memory_id, "write")
         if self._schedules.get(caller.tenant, memory_id) is None:
             raise ScheduleNotFound(memory_id)

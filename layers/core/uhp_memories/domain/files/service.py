@@ -4,135 +4,31 @@ version, so the bytes of every earlier version stay readable through history and
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from uhp_memories.domain.context import Ports
-from uhp_memories.domain.errors import DomainError, MemoryInvalid, RecordNotFound
-from uhp_memories.domain.models import Caller
-
-INLINE_MAX_BYTES = 4 * 1024 * 1024  # a Lambda request carries at most 6 MB, base64 included
-FILE_MAX_BYTES = 5 * 1024 * 1024 * 1024  # one S3 PUT
-NAME_CHARS = 255
-FILE_ID = re.compile(r"^file_[0-9a-f]{32}$")
-MEDIA_TYPE = re.compile(r"^[\w.+-]+/[\w.+-]+$")
-UPLOAD_SECONDS = 3600
-DOWNLOAD_SECONDS = 300
-
-
-class FileNotFound(DomainError):
-    code = "file_not_found"
-
-    def __init__(self, file_id: str) -> None:
-        super().__init__(f"file {file_id} not found")
-
-
-@dataclass(frozen=True)
-class StoredFile:
-    tenant: str
-    id: str
-    name: str
-    media_type: str
-    bytes: int
-    status: str  # pending (waiting for its presigned upload) | uploaded | attached (a record holds it)
-    created_by: str
-    created_at: int
-    # The record that holds the file once attached: its memory decides who reads the metadata.
-    memory_id: str | None = None
-    record_id: str | None = None
-
-
-@dataclass(frozen=True)
-class Upload:
-    url: str
-    method: str
-    headers: dict[str, str]
-    expires_in: int
-
-
-@dataclass(frozen=True)
-class Content:
-    """A file's bytes, inline when small, or a short-lived presigned address when large."""
-
-    media_type: str
-    name: str
-    data: bytes | None = None
-    redirect: str | None = None
-
-
-class ObjectStore(Protocol):
-    """The versioned bucket. Keys are built by the service; every key starts with the tenant."""
-
-    def put(self, key: str, data: bytes, media_type: str) -> str:
-        """Write bytes; returns the new object version id."""
-        ...
-
-    def size(self, key: str) -> int | None:
-        """The current object's size, or None when there is none."""
-        ...
-
-    def copy(self, source_key: str, target_key: str) -> str:
-        """Copy the current object to a new version of another key; returns that version id."""
-        ...
-
-    def read(self, key: str, version: str) -> bytes:
-        ...
-
-    def presign_put(self, key: str, media_type: str, size: int, expires_in: int) -> Upload:
-        ...
-
-    def presign_get(self, key: str, version: str, name: str, expires_in: int) -> str:
-        ...
-
-    def delete_all_versions(self, prefix: str) -> int:
-        """Delete every version (and delete marker) under a prefix; returns how many."""
-        ...
-
-
-class FileRepository(Protocol):
-    def put(self, stored: StoredFile) -> None:
-        ...
-
-    def get(self, tenant: str, file_id: str) -> StoredFile | None:
-        ...
-
-    def mark(self, tenant: str, file_id: str, status: str) -> None:
-        ...
-
-    def hold(self, tenant: str, file_id: str, memory_id: str, record_id: str) -> None:
-        """Mark the file attached to the record that now holds its bytes; an absent file stays absent."""
-        ...
-
-    def delete(self, tenant: str, file_id: str) -> None:
-        """Remove the file's metadata for good (erase: its name is user content); absent is fine."""
-        ...
-
-
-def held_file(content: Any) -> str | None:
-    """The id of the file a record's content holds (`{"file": {"id": ...}}`); None for text."""
-    if isinstance(content, dict) and isinstance(content.get("file"), dict):
-        file_id = content["file"].get("id")
-        return file_id if isinstance(file_id, str) else None
-    return None
-
-
-UPLOADS_PREFIX = "uploads/"  # one prefix for every tenant, so a lifecycle rule can expire stale uploads
-
-
-def upload_key(tenant: str, file_id: str) -> str:
-    return f"{UPLOADS_PREFIX}{tenant}/{file_id}"
-
-
-def chain_key(tenant: str, memory_id: str, chain_id: str) -> str:
-    return f"t/{tenant}/m/{memory_id}/r/{chain_id}"
-
-
-def memory_prefix(tenant: str, memory_id: str) -> str:
-    return f"t/{tenant}/m/{memory_id}/"
+from uhp_memories.domain.errors import MemoryInvalid, RecordNotFound
+from uhp_memories.domain.files.model import (
+    DOWNLOAD_SECONDS,
+    FILE_ID,
+    FILE_MAX_BYTES,
+    INLINE_MAX_BYTES,
+    MEDIA_TYPE,
+    NAME_CHARS,
+    UPLOAD_SECONDS,
+    Content,
+    FileNotFound,
+    StoredFile,
+    Upload,
+    chain_key,
+    upload_key,
+)
+from uhp_memories.domain.files.ports import FileRepository, ObjectStore
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.ports import Ports
 
 
 class FileService:
+    """Files (§7): uploads, their binding to file records, and a file record's bytes."""
     def __init__(self, ports: Ports, objects: ObjectStore, files: FileRepository) -> None:
         self._ports = ports
         self._objects = objects
@@ -160,6 +56,7 @@ class FileService:
         return stored, upload
 
     def get(self, caller: Caller, file_id: str) -> StoredFile:
+        """A file as this caller may see it: its uploader until a record holds it, then the record's readers."""
         stored = self._files.get(caller.tenant, file_id) if FILE_ID.match(file_id) else None
         # Only its uploader may see or use a file until a record holds it; then the record's
         # memory decides who reads it, the uploader included (unknown and forbidden alike: 404).

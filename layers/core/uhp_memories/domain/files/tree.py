@@ -4,15 +4,13 @@ and grep. The writes are records' (RecordService with a `path`); this reads what
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
 from uhp_memories.domain import cursors
-from uhp_memories.domain.context import Ports
 from uhp_memories.domain.files.grep import FileText, GrepResult, compile_pattern, grep
-from uhp_memories.domain.files.paths import (
+from uhp_memories.domain.files.model import (
     CHANGES_MAX,
     JOURNAL_RETENTION_SECONDS,
+    ChangeList,
     JournalCursor,
     JournalHead,
     PathChange,
@@ -21,42 +19,21 @@ from uhp_memories.domain.files.paths import (
     decode_cursor,
     encode_cursor,
 )
-from uhp_memories.domain.models import Caller
+from uhp_memories.domain.files.ports import PathRepository
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.ports import Ports
 
 PATHS_DEFAULT = 100
 PATHS_MAX = 1000
 GREP_BATCH = 100  # files whose text one read fetches
 
 
-class PathRepository(Protocol):
-    """The path items and the change journal a memory's file writes leave (adapters/dynamodb/paths.py)."""
-
-    def at(self, tenant: str, memory_id: str, path: str) -> PathEntry | None:
-        ...
-
-    def entries(
-        self, tenant: str, memory_id: str, under: str, after: str | None, limit: int
-    ) -> tuple[list[PathEntry], bool]:
-        """Current files under a directory in path order after `after`; and whether more follow."""
-        ...
-
-    def head(self, tenant: str, memory_id: str) -> JournalHead:
-        ...
-
-    def changes(self, tenant: str, memory_id: str, after: int, up_to: int) -> list[PathChange]:
-        """Journal entries with after < seq <= up_to, in order; missing ones have expired."""
-        ...
 
 
-@dataclass(frozen=True)
-class ChangeList:
-    changes: list[PathChange]  # each path once, with what holds it now, in the order they last changed
-    cursor: str
-    more: bool
-    full_resync: bool
 
 
 class TreeService:
+    """A memory's files as a tree: the paths it holds, the change journal, and grep."""
     def __init__(self, ports: Ports, paths: PathRepository) -> None:
         self._ports = ports
         self._paths = paths
@@ -64,6 +41,7 @@ class TreeService:
     def paths(
         self, caller: Caller, memory_id: str, under: str = "", limit: int | None = None, cursor: str | None = None
     ) -> tuple[list[PathEntry], str | None]:
+        """A page of the paths held under a directory, with the cursor to the next one."""
         self._ports.providers.require_native(self._ports.access(caller).require(memory_id, "read"), "files")
         check_directory(under)
         size = cursors.check_limit(limit, PATHS_DEFAULT, PATHS_MAX)

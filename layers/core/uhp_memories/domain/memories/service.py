@@ -4,49 +4,25 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from uhp_memories.domain import cursors
-from uhp_memories.domain.access.check import AccessView, ordered
-from uhp_memories.domain.context import Ports
-from uhp_memories.domain.errors import MemoryBusy, MemoryInvalid, MemoryNotFound, TreeChanged
-from uhp_memories.domain.files.service import FileRepository, ObjectStore, held_file, memory_prefix
-from uhp_memories.domain.limits import LIST_DEFAULT, LIST_MAX, MAX_TREE_DEPTH, MOVE_ITEMS_MAX
-from uhp_memories.domain.models import NATIVE_PROVIDER, PRIVILEGES, Caller, Grant, Memory, Page
-
-
-@dataclass(frozen=True)
-class MemoryView:
-    """A memory as one caller sees it: placement only as far up as it may see, its own privileges."""
-
-    memory: Memory
-    parent_id: str | None
-    ancestors: list[str]
-    privileges: list[str]
-    children_count: int
-
-
-@dataclass(frozen=True)
-class MemorySummary:
-    """The short form a recall or list response names for the parent and children."""
-
-    id: str
-    name: str
-    description: str
-    records_count: int
-    children_count: int
-    described_by: str = ""  # who wrote the name and description (Memory.describer)
-
-
-class MemoryIndex(Protocol):
-    """The recall index as a subtree delete sees it (uhp_memories.search.RecallEngine)."""
-
-    def drop_memory(self, tenant: str, memory_id: str) -> None:
-        ...
+from uhp_memories.domain.access.model import AccessView, Grant, ordered
+from uhp_memories.domain.errors import MemoryInvalid, MemoryNotFound, TreeChanged
+from uhp_memories.domain.files.model import held_file, memory_prefix
+from uhp_memories.domain.files.ports import FileRepository, ObjectStore
+from uhp_memories.domain.limits import LIST_DEFAULT, LIST_MAX, MAX_TREE_DEPTH
+from uhp_memories.domain.memories import tree
+from uhp_memories.domain.memories.model import Memory, MemorySummary, MemoryView
+from uhp_memories.domain.memories.move import MemoryMoves
+from uhp_memories.domain.memories.ports import MemoryIndex
+from uhp_memories.domain.model import NATIVE_PROVIDER, PRIVILEGES, Caller, Page
+from uhp_memories.domain.ports import Ports
 
 
 class MemoryService:
+    """Creates, reads, lists, updates, moves and deletes the memories of the tree (§2)."""
+
     def __init__(
         self,
         ports: Ports,
@@ -61,14 +37,17 @@ class MemoryService:
         self._index = index
         # Whether a run holds a memory (a move or a delete then answers memory_busy).
         self._holds = holds
+        self._moves = MemoryMoves(ports, holds)
 
     # -- reads -------------------------------------------------------------------------------
 
     def get(self, caller: Caller, memory_id: str) -> MemoryView:
+        """The memory as the caller sees it; it must be visible to the caller."""
         access = self._ports.access(caller)
         return self.view(access, access.visible(memory_id))
 
     def view(self, access: AccessView, memory: Memory) -> MemoryView:
+        """The memory with its placement, privileges and children as this caller's access sees them."""
         ancestors = access.visible_ancestors(memory)
         return MemoryView(
             memory=memory,
@@ -79,6 +58,7 @@ class MemoryService:
         )
 
     def summary(self, access: AccessView, memory: Memory) -> MemorySummary:
+        """The short form of the memory a recall or list response names for a parent or a child."""
         return MemorySummary(
             memory.id,
             memory.name,
@@ -112,6 +92,7 @@ class MemoryService:
         limit: int | None = None,
         cursor: str | None = None,
     ) -> Page:
+        """A page of memories: a parent's children, an ancestor's descendants, or the caller's entry points."""
         size = cursors.check_limit(limit, LIST_DEFAULT, LIST_MAX)
         if parent is not None and ancestor is not None:
             raise MemoryInvalid("pass parent or ancestor, not both")
@@ -192,12 +173,13 @@ class MemoryService:
         restricted: bool = False,
         provider: str | None = None,
     ) -> MemoryView:
+        """Create a memory, at the root or under a parent the caller may create in; its creator holds all four."""
         access = self._ports.access(caller)
         inherited_provider = NATIVE_PROVIDER
         ancestors: tuple[str, ...] = ()
         if parent_id is not None:
             parent = access.require(parent_id, "create")
-            chain = self._chain(access, parent)
+            chain = tree.chain(access, parent)
             if len(chain) >= MAX_TREE_DEPTH:
                 raise MemoryInvalid(f"a memory tree is at most {MAX_TREE_DEPTH} levels deep")
             ancestors = tuple(node.id for node in reversed(chain))
@@ -260,22 +242,7 @@ class MemoryService:
         below: builtins.list[Memory] = []
         moving = "parent_id" in changes and changes["parent_id"] != memory.parent_id
         if moving:
-            access.require(memory_id, "delete")
-            descendants = self._descendants(caller.tenant, memory_id)
-            self._check_not_busy(caller.tenant, [memory_id, *(d.id for d in descendants)])
-            new_parent_id = changes["parent_id"]
-            if new_parent_id is not None:
-                new_parent = access.require(new_parent_id, "create")
-                parent_chain = self._chain(access, new_parent)
-                if any(node.id == memory_id for node in parent_chain):
-                    raise MemoryInvalid("a memory cannot move under itself or one of its descendants")
-                # The whole subtree moves: its deepest node must still fit within the depth limit, or
-                # later moves could stack trees deeper than the chain walked above to find a cycle.
-                room = MAX_TREE_DEPTH - len(parent_chain)
-                if self._subtree_height(caller.tenant, memory_id, room) > room:
-                    raise MemoryInvalid(f"a memory tree is at most {MAX_TREE_DEPTH} levels deep")
-            below = self._rechained(memory_id, tuple(n.id for n in reversed(parent_chain)), descendants)
-            self._check_move_size(parent_chain, below)
+            parent_chain, below = self._moves.plan(caller, access, memory_id, changes["parent_id"])
         updated = memory.evolve(
             name=changes.get("name", memory.name),
             description=changes.get("description", memory.description),
@@ -313,26 +280,15 @@ class MemoryService:
         on every read and write treats them as gone. Returns the hidden ids, root first."""
         access = self._ports.access(caller)
         access.require(memory_id, "delete")
-        subtree = self._subtree(caller.tenant, memory_id)
-        self._check_not_busy(caller.tenant, subtree)
+        subtree = tree.subtree(self._ports, caller.tenant, memory_id)
+        tree.check_not_busy(self._holds, caller.tenant, subtree)
         self._ports.memories.mark_deleting(caller.tenant, subtree)
         return subtree
-
-    def _check_not_busy(self, tenant: str, subtree: builtins.list[str]) -> None:
-        """§12: a move or a delete while a run (a consolidation, an erase) holds the memory or any memory
-        below it is memory_busy: purging or moving a child under a running pass would pull its records
-        away mid-run. The message names only the memory the caller acted on."""
-        if self._holds is None:
-            return
-        if any(self._holds(tenant, node_id) for node_id in subtree):
-            raise MemoryBusy(
-                f"a run holds memory {subtree[0]} or a memory below it; try again when it has finished"
-            )
 
     def purge_hidden(self, tenant: str, memory_id: str) -> builtins.list[str]:
         """Remove a hidden subtree for good, leaves first. Idempotent: a retry finishes what an
         earlier attempt began. Returns the ids removed."""
-        subtree = self._subtree(tenant, memory_id)
+        subtree = tree.subtree(self._ports, tenant, memory_id)
         index = self._index() if self._index is not None else None
         for node_id in reversed(subtree):
             node = self._ports.memories.get(tenant, node_id)
@@ -353,70 +309,3 @@ class MemoryService:
             self._ports.records.purge_memory(tenant, node_id)
             self._ports.memories.purge(tenant, node_id)
         return subtree
-
-    def _subtree(self, tenant: str, memory_id: str) -> builtins.list[str]:
-        if self._ports.memories.get(tenant, memory_id) is None:
-            return []
-        return [memory_id, *(d.id for d in self._descendants(tenant, memory_id))]
-
-    def _descendants(self, tenant: str, memory_id: str) -> builtins.list[Memory]:
-        """Every memory below this one as read, level by level (a parent before its children)."""
-        found: builtins.list[Memory] = []
-        frontier = [memory_id]
-        while frontier:
-            children = [c for node in frontier for c in self._ports.memories.children(tenant, node)]
-            found.extend(children)
-            frontier = [c.id for c in children]
-        return found
-
-    @staticmethod
-    def _rechained(
-        memory_id: str, ancestors: tuple[str, ...], descendants: Sequence[Memory]
-    ) -> builtins.list[Memory]:
-        """The memories below a moved one with their ancestors where it now sits (`ancestors`: its own)."""
-        chains = {memory_id: (*ancestors, memory_id)}
-        rechained = []
-        for node in descendants:  # a parent comes before its children
-            above = chains.get(node.parent_id or "")
-            if above is None:
-                continue  # under a node not read as below this one (it moved meanwhile): not ours to chain
-            rechained.append(node.evolve(ancestors=above))
-            chains[node.id] = (*above, node.id)
-        return rechained
-
-    @staticmethod
-    def _check_move_size(parent_chain: Sequence[Memory], below: Sequence[Memory]) -> None:
-        """A move is one transaction: the memory, a check of each memory above where it goes (so two
-        moves cannot close a cycle), and the new chain of each memory below it (domain/limits.py)."""
-        items = 1 + len(parent_chain) + len(below)
-        if items > MOVE_ITEMS_MAX:
-            raise MemoryInvalid(
-                f"a move is one transaction of at most {MOVE_ITEMS_MAX} memories: this one, the {len(below)} "
-                f"below it and the {len(parent_chain)} above where it goes make {items}; move some of the "
-                "memories below it first (and back under it after)"
-            )
-
-    # -- helpers -----------------------------------------------------------------------------
-
-    def _chain(self, access: AccessView, memory: Memory) -> builtins.list[Memory]:
-        """The memory and all its ancestors, as read now (whether or not the caller may see them)."""
-        chain = [memory]
-        node = memory
-        while node.parent_id is not None and len(chain) <= MAX_TREE_DEPTH + 1:
-            parent = access.memory(node.parent_id)
-            if parent is None:
-                break
-            chain.append(parent)
-            node = parent
-        return chain
-
-    def _subtree_height(self, tenant: str, memory_id: str, limit: int) -> int:
-        """Levels in the subtree rooted at the memory (1 for a leaf), counted no further than limit + 1."""
-        height, frontier = 1, [memory_id]
-        while height <= limit:
-            frontier = [c.id for node in frontier for c in self._ports.memories.children(tenant, node)]
-            if not frontier:
-                break
-            height += 1
-        return height
-

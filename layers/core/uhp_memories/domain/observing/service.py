@@ -23,54 +23,44 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from uhp_memories.domain.context import Ports
-from uhp_memories.domain.errors import AlreadyExists, SourceGone, TreeChanged
-from uhp_memories.domain.jobs.service import Job, JobRepository, WorkflowRunner, start_job
-from uhp_memories.domain.models import Caller, RecordVersion
-from uhp_memories.domain.observing.derivation import (
+from uhp_memories.domain.errors import TreeChanged
+from uhp_memories.domain.jobs import Job, JobRepository, WorkflowRunner, start_job
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.observing.model import (
+    DERIVE,
+    DERIVER,
     DerivationError,
     DerivationUsage,
-    Deriver,
     EpisodeText,
+    JobView,
+    Observed,
     references_for,
 )
-from uhp_memories.domain.records.service import RecordInput, RecordService, RecordView, VersionIndex, index_after_commit
-from uhp_memories.domain.removal.service import RemovalService
+from uhp_memories.domain.observing.ports import Deriver, EpisodeRecords, MemoryJobs
+from uhp_memories.domain.ports import Ports
+from uhp_memories.domain.records import lifecycle
+from uhp_memories.domain.records.model import RecordInput, RecordVersion
+from uhp_memories.domain.records.ports import VersionIndex
+from uhp_memories.domain.records.writer import Derived, RecordWriter
 from uhp_memories.domain.timefmt import format_ms
 
 logger = logging.getLogger(__name__)
 
-DERIVER = {"kind": "deriver", "id": "native"}
-DERIVE = "derive"  # the job kind and the workflow
 
 
-@dataclass(frozen=True)
-class Observed:
-    """What observe answers: the episodes written, and the job deriving from them (None: nothing runs
-    after the answer, so the records are the whole answer)."""
-
-    records: list[RecordView]
-    job: Job | None
 
 
-@dataclass(frozen=True)
-class JobView:
-    """A job as one reader sees it: a derive job with the records it produced that the reader may read
-    (an erased one is gone); every other job as removal shows it."""
-
-    job: Job
-    records: list[RecordView]
 
 
 class ObserveService:
+    """Observe (§5.1): episodes written, and the derive job that follows them."""
     def __init__(
         self,
         ports: Ports,
-        records: RecordService,
-        removal: RemovalService,
+        records: EpisodeRecords,
+        removal: MemoryJobs,
         jobs: JobRepository,
         workflows: WorkflowRunner,
         deriver: Callable[[], Deriver | None] | None = None,
@@ -85,7 +75,7 @@ class ObserveService:
         self._jobs = jobs
         self._workflows = workflows
         self._deriver = deriver or (lambda: None)
-        self._index = index
+        self._writer = RecordWriter(ports.records, index)
         self.derives = deriver is not None
 
     # -- API ---------------------------------------------------------------------------------
@@ -180,41 +170,29 @@ class ObserveService:
         origin = {"job_id": job.id, "model": str(result.get("model", "")),
                   "prompt_version": str(result.get("prompt_version", ""))}
         written: list[str] = []
-        fresh: list[RecordVersion] = []
+        batch = self._writer.batch()
         for planned in result["plan"]:
-            record = RecordVersion(
+            record = lifecycle.first(
                 tenant=job.tenant,
                 memory_id=job.memory_id,
-                id=planned["id"],
-                chain_id=planned["id"],
-                version=1,
+                record_id=planned["id"],
                 type=planned["type"],
                 content=planned["content"],
                 attributes=planned["attributes"],
-                status="active",
-                supersedes=None,
-                superseded_by=None,
-                valid_from=planned["valid_from"],
-                valid_to=None,
                 written_at=written_at,
-                invalidated_at=None,
                 written_by=DERIVER,
+                valid_from=planned["valid_from"],
                 references=tuple(planned["references"]),
                 origin=origin,
             )
             sources = [r["record_id"] for r in planned["references"]]
             try:
-                self._ports.records.append_derived(record, sources)
-            except AlreadyExists:
-                written.append(record.id)  # a retried step: written by the attempt before
-                continue
-            except SourceGone:
-                continue  # an episode it came from was erased meanwhile: what came from it goes too
+                outcome = batch.derived(record, sources)
             except TreeChanged:
                 return self._finish(job, "failed", error="memory_deleted")
-            written.append(record.id)
-            fresh.append(record)
-        index_after_commit(self._index, fresh)
+            if outcome is not Derived.SOURCE_GONE:  # an episode it came from was erased: what came from it goes too
+                written.append(record.id)
+        batch.index()
         return self._finish(job, "completed", records=written)
 
     def _finish(

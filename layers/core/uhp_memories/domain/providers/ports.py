@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from uhp_memories.domain.errors import MemoryUnsupported
-from uhp_memories.domain.models import NATIVE_PROVIDER, Caller, Memory, RecordVersion
+from uhp_memories.domain.memories.model import Memory
+from uhp_memories.domain.model import NATIVE_PROVIDER, Caller
+from uhp_memories.domain.records.model import RecordVersion
 
 
 @dataclass(frozen=True)

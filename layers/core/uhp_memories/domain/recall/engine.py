@@ -23,12 +23,20 @@ from dataclasses import dataclass
 from uhp_memories import deadlines
 from uhp_memories.domain.errors import MemoryInvalid
 from uhp_memories.domain.filters import Filter
-from uhp_memories.domain.models import RecordVersion
-from uhp_memories.domain.recall.errors import EmbeddingModelMismatch, SearchUnavailable, TextNotEmbeddable
 from uhp_memories.domain.recall.fusion import query_terms
-from uhp_memories.domain.recall.ports import Embedder, Fusion, Hit, SearchDocument, SearchIndex, SearchRequest
+from uhp_memories.domain.recall.model import (
+    EmbeddingModelMismatch,
+    Fusion,
+    Hit,
+    QueryNotEmbedded,
+    SearchDocument,
+    SearchRequest,
+    SearchUnavailable,
+    TextNotEmbeddable,
+)
+from uhp_memories.domain.recall.ports import Embedder, SearchIndex
 from uhp_memories.domain.recall.ranking import rank
-from uhp_memories.domain.recall.service import QueryNotEmbedded
+from uhp_memories.domain.records.model import RecordVersion
 from uhp_memories.domain.timefmt import parse_instant
 
 logger = logging.getLogger(__name__)
@@ -42,7 +50,8 @@ _EMBEDDING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed-query")
 # the model runs while the transaction does; a write of several texts (observe) is split across
 # both, as the model and Bedrock's HTTP call release the GIL (two: a Lambda of 1,769 MB has two
 # vCPUs, and so has the local machine). Side by side with embedding after the commit on the request
-# thread: remember 0.93x, observe of a session 0.81x p50 (docs/performance.md).
+# thread, a remember and an observe of a session both answer sooner at p50 (measured:
+# docs/performance.md, "Writes: the embedding beside the commit (issue 18)").
 WRITE_EMBEDDING_THREADS = 2
 _WRITE_EMBEDDING = ThreadPoolExecutor(max_workers=WRITE_EMBEDDING_THREADS, thread_name_prefix="embed-write")
 
@@ -245,8 +254,9 @@ class RecallEngine:
     ) -> list[str]:
         """The words no document of these memories that the request admits contains, in one call to
         the index (SearchIndex.mentioned, which stops at a word's first document: asking the text
-        signal for its best document scored every document that holds the word, 3.7 ms for a name
-        at 10,000 records, and made the default request's p95 150 ms at 100,000)."""
+        signal for its best document scored every document that holds the word, and put the default
+        request's p95 at 100,000 records over its target; measured: docs/performance.md,
+        "Figures behind design choices in the code")."""
         terms = {word: term for word in words for term in query_terms(word)[:1]}
         if not terms:
             return []

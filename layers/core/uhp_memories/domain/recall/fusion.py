@@ -10,7 +10,7 @@ import re
 from collections.abc import Container, Mapping, Sequence
 from operator import itemgetter
 
-from uhp_memories.domain.recall.ports import CONTEXT, SIGNALS, Candidate, Fusion, Hit, SearchRequest
+from uhp_memories.domain.recall.model import CONTEXT, SIGNALS, Candidate, Fusion, Hit, SearchRequest
 
 MAX_TERMS = 64
 _WORD = re.compile(r"\w+", re.UNICODE)

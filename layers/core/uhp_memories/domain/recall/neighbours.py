@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from uhp_memories.domain.filters import parse_filter
-from uhp_memories.domain.models import RecordVersion
 from uhp_memories.domain.recall.engine import RecallEngine, text_of
+from uhp_memories.domain.records.model import RecordVersion
 
 
 class IndexNeighbours:

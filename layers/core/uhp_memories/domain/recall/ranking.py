@@ -9,19 +9,19 @@ trip for the log, one for the similarities). That step refines a ranking the sig
 made: if the index does not answer it, the signals are fused alone, and that is logged.
 
 Context is read around every candidate episode, not only the best: on the LoCoMo dev set (R@10,
-default request, embedded engine) reading it around the best max(30, 3 x limit) gave 0.782, the
-best 60 0.783, the best 100 0.785, and every candidate (about 160 at the default 100 per signal)
-0.786. The price is OpenSearch's: two small sorted searches per candidate episode, all in one msearch.
+default request, embedded engine) each widening, from the best max(30, 3 x limit) through the best
+60 and 100 to every candidate (about 160 at the default 100 per signal), ranked a little better.
+The price is OpenSearch's: two small sorted searches per candidate episode, all in one msearch.
 The log's entries come with their similarity because ranking needs the own score of every one of
 them: asking for a thousand similarities apart (10,000 records) cost more than the whole context
-step had before ranking moved above the port (1.26x the search, side by side).
+step had before ranking moved above the port (side by side). Both measured: docs/performance.md,
+"Figures behind design choices in the code".
 """
 
 from __future__ import annotations
 
 import logging
 
-from uhp_memories.domain.recall.errors import SearchUnavailable
 from uhp_memories.domain.recall.fusion import (
     candidate_depth,
     context_of,
@@ -30,15 +30,16 @@ from uhp_memories.domain.recall.fusion import (
     query_terms,
     relative_factors,
 )
-from uhp_memories.domain.recall.ports import (
+from uhp_memories.domain.recall.model import (
     Candidate,
     CandidateQuery,
     Fusion,
     Hit,
     LogStretches,
-    SearchIndex,
     SearchRequest,
+    SearchUnavailable,
 )
+from uhp_memories.domain.recall.ports import SearchIndex
 
 logger = logging.getLogger(__name__)
 Legs = dict[str, list[Candidate]]

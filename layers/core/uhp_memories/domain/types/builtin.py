@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from uhp_memories.domain.types.service import Operation, TypeDefinition
+from uhp_memories.domain.types.model import Operation, TypeDefinition
 
 CALENDAR_EVENT = "x.calendar.event"
 TASK = "x.task"

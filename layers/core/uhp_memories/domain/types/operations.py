@@ -17,17 +17,18 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import MemoryInvalid, MemoryUnsupported, RecordNotFound
-from uhp_memories.domain.memories.service import MemoryService
-from uhp_memories.domain.models import CORE_TYPES, Caller, RecordVersion
-from uhp_memories.domain.queries.service import recall_input, substitute
-from uhp_memories.domain.recall.service import RecallAnswer, RecallInput, RecallResult, RecallService
-from uhp_memories.domain.records.service import ID_PATTERN, RecordService, RecordView
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.ports import Ports
+from uhp_memories.domain.queries.model import recall_input, substitute
+from uhp_memories.domain.recall.model import RecallAnswer, RecallInput, RecallResult
+from uhp_memories.domain.records.model import CORE_TYPES, ID_PATTERN, RecordVersion, RecordView
 from uhp_memories.domain.timefmt import parse_instant
 from uhp_memories.domain.types import calendar
 from uhp_memories.domain.types.builtin import CALENDAR_EVENT, DONE, TASK
-from uhp_memories.domain.types.service import Operation, TypeService, check_value
+from uhp_memories.domain.types.model import Operation
+from uhp_memories.domain.types.ports import MemoryNeighbours, OperationRecords, RecallRunner
+from uhp_memories.domain.types.service import TypeService, check_value
 
 # A read operation walks its memory's records of one type a page at a time; past this many it stops and
 # says so in `degraded` rather than run past a Lambda's time.
@@ -65,8 +66,14 @@ class Run:
 
 
 class OperationService:
+    """Operations of extension types (§8), run on a record."""
     def __init__(
-        self, ports: Ports, types: TypeService, records: RecordService, recall: RecallService, memories: MemoryService
+        self,
+        ports: Ports,
+        types: TypeService,
+        records: OperationRecords,
+        recall: RecallRunner,
+        memories: MemoryNeighbours,
     ) -> None:
         self._ports = ports
         self._types = types
@@ -80,6 +87,7 @@ class OperationService:
         }
 
     def run(self, caller: Caller, memory_id: str, record_id: str, name: str, given: Any) -> OperationAnswer:
+        """Run the operation `name` on a record: found, privilege checked, input validated."""
         return self.run_prepared(caller, self.prepare(caller, memory_id, record_id, name), given)
 
     def prepare(self, caller: Caller, memory_id: str, record_id: str, name: str) -> Prepared:
@@ -113,6 +121,7 @@ class OperationService:
         return Prepared(memory_id, record, operation)
 
     def run_prepared(self, caller: Caller, prepared: Prepared, given: Any) -> OperationAnswer:
+        """Run a prepared operation once its privilege is required and its input validated."""
         memory_id, record, operation = prepared.memory_id, prepared.record, prepared.operation
         name = operation.name
         self._ports.access(caller).require(memory_id, operation.requires)

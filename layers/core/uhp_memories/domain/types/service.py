@@ -30,106 +30,57 @@ core types, rather than a type no reader will ask for.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
-from uhp_memories.domain.context import Ports
 from uhp_memories.domain.errors import MemoryConflict, MemoryForbidden, MemoryInvalid
-from uhp_memories.domain.models import CORE_TYPES, Caller, Checked
+from uhp_memories.domain.model import Caller
+from uhp_memories.domain.ports import Ports
+from uhp_memories.domain.records.model import CORE_TYPES
 from uhp_memories.domain.timefmt import parse_instant
+from uhp_memories.domain.types.model import (
+    AGENT_PREFIX,
+    EXTENSION_PREFIX,
+    MAX_DEFINITION_BYTES,
+    MAX_DESCRIPTION_CHARS,
+    MAX_OPERATIONS,
+    MAX_TEXT_CHARS,
+    MAX_TYPES_PER_TENANT,
+    OPERATION_NAME,
+    REQUIRES,
+    TENANT_ADMIN_GROUP,
+    TEXT_FIELD,
+    TYPE_NAME,
+    UNSETTABLE,
+    Operation,
+    TypedAttributes,
+    TypeDefinition,
+    TypeVersionTaken,
+)
+from uhp_memories.domain.types.ports import TypeRepository
 
-if TYPE_CHECKING:  # imported when first used: only writes of typed records pay for jsonschema (~130 ms)
+# jsonschema's import is a cold start's cost (measured: docs/performance.md,
+# "Figures behind design choices in the code").
+if TYPE_CHECKING:  # imported when first used: only writes of typed records pay for jsonschema
     from jsonschema import Draft202012Validator, FormatChecker
     from jsonschema.exceptions import ValidationError
 
-EXTENSION_PREFIX = "x."
-TYPE_NAME = re.compile(r"^x(\.[a-z][a-z0-9_]*){1,4}$")
-OPERATION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-REQUIRES = ("read", "write")
-# Registering a type is a tenant administrator's act: a key of the tenant in this group
-# (`uhp-memories keys create --groups group:admins`). A harness's key never is one, whatever its
-# groups: nothing an agent does widens what records may be.
-TENANT_ADMIN_GROUP = "group:admins"
-AGENT_PREFIX = "harness:"
-MAX_OPERATIONS = 16
-MAX_DEFINITION_BYTES = 32 * 1024
-MAX_TEXT_CHARS = 1_000
-MAX_DESCRIPTION_CHARS = 1_000
-MAX_TYPES_PER_TENANT = 100
-TEXT_FIELD = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
-# Fields of a record a write operation may never set: they are not attributes, or not the operation's.
-UNSETTABLE = ("content", "type")
 
 
-@dataclass(frozen=True)
-class Operation:
-    name: str
-    description: str
-    input: dict[str, Any]  # JSON Schema of the input (an object)
-    requires: str  # read | write
-    set: dict[str, Any] | None = None  # declarative write: attribute -> constant or "{{param}}"
-    recall: dict[str, Any] | None = None  # declarative read: a recall template on the record's memory
-    builtin: bool = False  # run by code (domain/builtin_types.py)
 
 
-@dataclass(frozen=True)
-class TypeDefinition:
-    type: str
-    description: str
-    schema: dict[str, Any]
-    text: str  # the projection template
-    operations: tuple[Operation, ...] = ()
-    version: int = 1
-    builtin: bool = False
-    # (later, earlier): date-time attributes where `later`, when given, is not before `earlier` (an
-    # event's end and start). Built-in types only: JSON Schema cannot compare two fields.
-    not_before: tuple[tuple[str, str], ...] = ()
-    registered_by: str | None = None
-    registered_at: int | None = None  # epoch ms
-
-    def operation(self, name: str) -> Operation | None:
-        return next((o for o in self.operations if o.name == name), None)
 
 
-class TypeRepository(Protocol):
-    """A tenant's registered types: the current version of each, and every version kept."""
-
-    def current(self, tenant: str, type_name: str) -> TypeDefinition | None:
-        ...
-
-    def list(self, tenant: str) -> list[TypeDefinition]:
-        ...
-
-    def put(self, tenant: str, definition: TypeDefinition) -> None:
-        """Write `definition` as the new current version; TypeVersionTaken when a version other than
-        `definition.version - 1` is current (another registration came first)."""
-        ...
 
 
-class TypeVersionTaken(Exception):
-    pass
 
 
 # -- the type a new record states ---------------------------------------------------------------------
 
 
-def check_stated_type(type_name: str) -> None:
-    """A new record's type is a core type (§4.1) or an extension (§8: any other type carries the `x.`
-    prefix), registered or not; anything else is 422 `memory_invalid` naming the core types. Only what a
-    caller states is checked: a stored record of an unknown type is read, revised and forgotten as it is."""
-    if type_name in CORE_TYPES or type_name.startswith(EXTENSION_PREFIX):
-        return
-    close = difflib.get_close_matches(type_name, CORE_TYPES, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise MemoryInvalid(
-        f"unknown type {type_name!r}{hint}: a record's type is a core type ({', '.join(CORE_TYPES)}) or an "
-        "extension named x.<name>, such as x.calendar.event (GET /v1/memories/types lists them)"
-    )
 
 
 # -- validation ---------------------------------------------------------------------------------------
@@ -239,6 +190,7 @@ def canonical_times(schema: Mapping[str, Any], attributes: dict[str, Any]) -> di
 
 
 class TypeService:
+    """Extension types (§8): registered, read, and checked against a record."""
     def __init__(
         self,
         ports: Ports,
@@ -260,18 +212,18 @@ class TypeService:
         registered = sorted(self._repository.list(caller.tenant), key=lambda d: d.type)
         return [*self._builtins.values(), *registered]
 
-    def check(self, tenant: str, type_name: str, attributes: dict[str, Any], content: Any) -> Checked:
+    def check(self, tenant: str, type_name: str, attributes: dict[str, Any], content: Any) -> TypedAttributes:
         """Validate a version's attributes against its type, and project it (§8). A core type or an
         unknown one is carried as it is (§4.1)."""
         definition = self.definition(tenant, type_name)
         if definition is None:
-            return Checked(attributes, None)
+            return TypedAttributes(attributes, None)
         check_value(definition.schema, attributes, "attributes")
         attributes = canonical_times(definition.schema, attributes)
         for later, earlier in definition.not_before:
             if later in attributes and earlier in attributes and attributes[later] < attributes[earlier]:
                 raise MemoryInvalid(f"attributes.{later}: is before attributes.{earlier}")
-        return Checked(attributes, project(definition, attributes, content))
+        return TypedAttributes(attributes, project(definition, attributes, content))
 
     # -- registration ---------------------------------------------------------------------------------
 
@@ -339,7 +291,7 @@ def _string(value: Any, what: str, limit: int) -> str:
 
 def _operation(raw: Any, properties: Mapping[str, Any]) -> Operation:
     # Imported here: queries reaches records (through recall), which checks a stated type with this module.
-    from uhp_memories.domain.queries.service import PLACEHOLDER, check_recall_template
+    from uhp_memories.domain.queries.model import PLACEHOLDER, check_recall_template
 
     if not isinstance(raw, dict):
         raise MemoryInvalid("an operation is an object: {name, description, input, requires, set | recall}")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from uhp_memories.domain.recall.ports import Candidate, CandidateQuery, LogStretches, SearchDocument, SearchRequest
+from uhp_memories.domain.recall.model import Candidate, CandidateQuery, LogStretches, SearchDocument, SearchRequest
 from uhp_memories.local.embedded.log import Admitted, EpisodeLog
 from uhp_memories.local.embedded.sql import PROBE_MAX, Admission
 from uhp_memories.local.embedded.store import DocumentStore, instant
@@ -28,8 +28,8 @@ from uhp_memories.local.embedded.vectors import VectorBlock, nearest_rows, simil
 from uhp_memories.local.embedded.words import COMMON_DOCS, best_by_words, mentioned
 
 # BM25 of a query + text request runs on these while the request's vectors are scored (candidates):
-# SQLite lets go of the GIL, so the two use both cores (0.87x the search at 10,000 records, 0.71x
-# at 100,000: docs/benchmarks.md).
+# SQLite lets go of the GIL, so the two use both cores and the search takes less time (measured:
+# docs/benchmarks.md, "Latency targets").
 _TEXT_LEGS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="bm25")
 _Change = tuple[int, int, SearchDocument, bytes | None]  # scope, document id, document, vector
 _new = tuple.__new__  # builds a Candidate by the hundred (ports.Candidate)

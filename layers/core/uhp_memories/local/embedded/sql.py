@@ -37,16 +37,17 @@ from uhp_memories.adapters.predicates import (
     lower,
 )
 from uhp_memories.domain.filters import TIME_FIELDS
-from uhp_memories.domain.recall.ports import SearchRequest
+from uhp_memories.domain.recall.model import SearchRequest
 
 Where = tuple[str, list[Any]]  # a WHERE fragment over `docs d` and its parameters
 # Checking documents against a filter one by one (Admission.passing: json_each and a correlated
-# attribute lookup) costs about 5 us each (400 in 2.0 ms); listing every admitted document of a
-# 10,000-record memory (Admission.every) 3.6 to 4.5 ms. The episode log is read as far out as it
-# takes to find enough admitted episodes, four times farther each round when the filter admits few:
-# past a few hundred to check, one list costs less than the rounds (the filtered request of
-# bench/recall_engine.py at 10,000 records: 1.29x -> 1.12x the time of the engine before the
-# episode log counted admitted episodes only, side by side).
+# attribute lookup) costs a little per document; listing every admitted document of a 10,000-record
+# memory (Admission.every) costs as much as checking several hundred. The episode log is read as far
+# out as it takes to find enough admitted episodes, four times farther each round when the filter
+# admits few: past a few hundred to check, one list costs less than the rounds (the filtered request
+# of bench/recall_engine.py at 10,000 records came nearer the time of the engine before the episode
+# log counted admitted episodes only, side by side). Measured: docs/performance.md,
+# "Figures behind design choices in the code".
 PROBE_MAX = 256
 _SQL_OPS = {"lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
 _INT64 = (-(2**63), 2**63 - 1)

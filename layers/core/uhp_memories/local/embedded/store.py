@@ -27,8 +27,7 @@ from typing import Any
 import numpy as np
 
 from uhp_memories.adapters.predicates import attribute_leaves, path_key
-from uhp_memories.domain.recall.errors import EmbeddingModelMismatch
-from uhp_memories.domain.recall.ports import SearchDocument
+from uhp_memories.domain.recall.model import EmbeddingModelMismatch, SearchDocument
 from uhp_memories.domain.timefmt import parse_instant
 from uhp_memories.local.embedded.sql import sql_value
 

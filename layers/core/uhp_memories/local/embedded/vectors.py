@@ -10,8 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from uhp_memories.domain.recall.errors import EmbeddingModelMismatch
-from uhp_memories.domain.recall.ports import Candidate
+from uhp_memories.domain.recall.model import Candidate, EmbeddingModelMismatch
 from uhp_memories.local.embedded.sql import Admission
 
 
@@ -150,8 +149,8 @@ class VectorBlock:
 def similarity(block: VectorBlock, query: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
     """The query's similarity to every row of the block (or to these rows). The last scan of every
     row is kept: ranking asks for the similarity of a few hundred of the same rows right after it,
-    and reading them from the scan costs a fraction of gathering their vectors again (0.8 -> 0.2 ms
-    a recall on LoCoMo's memories)."""
+    and reading them from the scan costs a fraction of gathering their vectors again (measured on
+    LoCoMo's memories: docs/performance.md, "Figures behind design choices in the code")."""
     key = query.tobytes()
     scanned = block._scanned
     if scanned is not None and scanned[0] == key and scanned[1] == block.version:

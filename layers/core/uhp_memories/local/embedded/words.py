@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from uhp_memories.domain.recall.ports import Candidate
+from uhp_memories.domain.recall.model import Candidate
 from uhp_memories.local.embedded.sql import Where
 from uhp_memories.local.embedded.store import fts_table
 from uhp_memories.local.embedded.vectors import VectorBlock
@@ -67,7 +67,8 @@ def best_by_words(
 def mentioned(db: sqlite3.Connection, scope: int, terms: Sequence[str], probe: Where) -> set[str]:
     """The terms that some document passing `probe` contains: each query stops at its first row.
     CROSS JOIN keeps the FTS index the outer loop: left to choose, SQLite walked every document and
-    matched each against the word (362 ms for a word in none of 10,000 documents; 0.1 ms so)."""
+    matched each against the word, slowest for a word no document holds (measured: docs/performance.md,
+    "Figures behind design choices in the code")."""
     fts = fts_table(scope)
     where, params = probe
     found = set()
@@ -92,7 +93,7 @@ def _best_current(
 ) -> list[Candidate] | None:
     """The text signal's best `depth` current active documents, read from the FTS index alone and
     checked against the vector block's flags: joining every match to its row costs as much as
-    scoring it (4.8 -> 3.7 ms at 10,000 records, docs/benchmarks.md). Exact: a cut is kept only when
+    scoring it (measured: docs/benchmarks.md, "Latency targets"). Exact: a cut is kept only when
     its last score is above every score the LIMIT left out. None when the block cannot tell (a
     document without a vector) or the best are too far down: the join answers then."""
     wanted = 2 * depth

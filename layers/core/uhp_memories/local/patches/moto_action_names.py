@@ -1,8 +1,9 @@
 """moto lists each response class's methods once.
 
 moto finds the handler of every call by listing its response class's methods anew
-(inspect.getmembers over a few hundred attributes): a tenth of a GetItem. The classes do not change
-while moto runs, so while installed each is listed once.
+(inspect.getmembers over a few hundred attributes), a share of every GetItem (measured:
+docs/architecture.md, "Local patches"). The classes do not change while moto runs, so while installed
+each is listed once.
 
 Replaces `moto.core.responses.method_names_from_class` with the same function behind an unbounded
 lru_cache (moto's own stays reachable as its `__wrapped__`).

@@ -1,8 +1,9 @@
 """moto's BatchGetItem sizes each item once.
 
 moto's BatchGetItem sizes every item it returns twice (against the 16 MB answer limit), walking each
-attribute: a fifth of recall's read-back of ten records. While installed, the items one call reads
-come sized once; the answer, and the limit, are moto's.
+attribute: a share of recall's read-back of ten records (measured: docs/architecture.md,
+"Local patches"). While installed, the items one call reads come sized once; the answer, and the
+limit, are moto's.
 
 Replaces `moto.dynamodb.responses.DynamoHandler.batch_get_item` (moto's own stays reachable as the
 replacement's `__wrapped__`). Relies on calls being serialized

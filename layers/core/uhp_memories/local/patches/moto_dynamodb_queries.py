@@ -1,11 +1,12 @@
 """moto's DynamoDB queries read only the items that can match.
 
 moto answers every query by sorting every item of the table, and a query on a global secondary index
-by then testing each of them: a recall (the caller's grants, the memory's children) spent ~350 ms in
-moto at 10,000 records. While installed, a query is given only the items that can match: for a
-table query, those of its partition within its sort key condition (from the partition's sort keys,
-kept in order); for an index query, the items whose index hash key has the value asked, from a map
-kept as items are written and checked again when read (uhp_memories.local.patches._moto_item_index).
+by then testing each of them: a recall (the caller's grants, the memory's children) spent most of its
+time in moto at 10,000 records (measured: docs/architecture.md, "Local patches"). While installed, a
+query is given only the items that can match: for a table query, those of its partition within its
+sort key condition (from the partition's sort keys, kept in order); for an index query, the items
+whose index hash key has the value asked, from a map kept as items are written and checked again
+when read (uhp_memories.local.patches._moto_item_index).
 The rest of moto's query (key conditions, order, pages, filters, projections) runs unchanged on them.
 
 Replaces `moto.dynamodb.models.table.Table.query` and `.put_item`, and

@@ -2,8 +2,8 @@
 
 moto backs up a whole table (copy.deepcopy) for every item of every transaction, to roll a failed
 one back: an observe of 50 episodes copied the table a hundred times, so writing grew quadratically
-with the table (3,435 records took minutes and 17 GB). While installed, a transaction backs up only
-the items it touches, and puts them back if it fails: the same all-or-nothing outcome.
+with the table (measured: docs/benchmarks.md, "Local mode and moto"). While installed, a transaction
+backs up only the items it touches, and puts them back if it fails: the same all-or-nothing outcome.
 
 Replaces `moto.dynamodb.models.DynamoDBBackend.transact_write_items` and the `copy` module as
 `moto.dynamodb.models` sees it (a table copies as itself).

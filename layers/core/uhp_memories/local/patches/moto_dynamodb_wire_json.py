@@ -1,9 +1,10 @@
 """moto's DynamoDB item reads answer in wire JSON as it is.
 
 moto builds each DynamoDB answer with a generic serializer driven by the service model, which costs
-more than the read itself (14 of the 18 ms a BatchGetItem of ten records took). The answer of an
-item read is DynamoDB's wire JSON already (items as attribute values, binaries in base64): while
-installed, it is sent as it is. Anything json cannot write goes through moto's serializer, as before.
+more than the read itself (most of a BatchGetItem of ten records; measured: docs/architecture.md,
+"Local patches"). The answer of an item read is DynamoDB's wire JSON already (items as attribute
+values, binaries in base64): while installed, it is sent as it is. Anything json cannot write goes
+through moto's serializer, as before.
 
 Replaces `moto.dynamodb.responses.DynamoResult.execute_result` (moto's own stays reachable as the
 replacement's `original`).

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from uhp_memories.domain.context import Ports
-from uhp_memories.domain.models import Caller
+from uhp_memories.domain.clock import Clock, IdGenerator
+from uhp_memories.domain.model import Caller
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,18 @@ class WorkflowRunner(Protocol):
         ...
 
 
+class ClockAndIds(Protocol):
+    """What starting a job reads of the services' ports (domain/ports.py Ports has both)."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def ids(self) -> IdGenerator: ...
+
+
 def start_job(
-    ports: Ports, jobs: JobRepository, workflows: WorkflowRunner, caller: Caller, kind: str, memory_id: str, *,
+    ports: ClockAndIds, jobs: JobRepository, workflows: WorkflowRunner, caller: Caller, kind: str, memory_id: str, *,
     status: str = "running", hold: bool = False, result: dict[str, Any] | None = None,
     payload: dict[str, Any] | None = None,
 ) -> Job:

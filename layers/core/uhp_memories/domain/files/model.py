@@ -11,11 +11,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from uhp_memories.domain.errors import MemoryConflict, MemoryInvalid
+from uhp_memories.domain.errors import DomainError, MemoryConflict, MemoryInvalid
 
 PATH_BYTES = 256
 DESCRIPTION_CHARS = 200
@@ -250,3 +251,95 @@ def decode_cursor(memory_id: str, text: str) -> JournalCursor:
     if owner != memory_id or not isinstance(epoch, str) or type(seq) is not int or type(at_ms) is not int:
         raise MemoryInvalid("cursor is not a cursor this memory's changes gave")
     return JournalCursor(owner, epoch, seq, at_ms)
+
+
+INLINE_MAX_BYTES = 4 * 1024 * 1024  # a Lambda request carries at most 6 MB, base64 included
+
+
+FILE_MAX_BYTES = 5 * 1024 * 1024 * 1024  # one S3 PUT
+
+
+NAME_CHARS = 255
+
+
+FILE_ID = re.compile(r"^file_[0-9a-f]{32}$")
+
+
+MEDIA_TYPE = re.compile(r"^[\w.+-]+/[\w.+-]+$")
+
+
+UPLOAD_SECONDS = 3600
+
+
+DOWNLOAD_SECONDS = 300
+
+
+class FileNotFound(DomainError):
+    code = "file_not_found"
+
+    def __init__(self, file_id: str) -> None:
+        super().__init__(f"file {file_id} not found")
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    tenant: str
+    id: str
+    name: str
+    media_type: str
+    bytes: int
+    status: str  # pending (waiting for its presigned upload) | uploaded | attached (a record holds it)
+    created_by: str
+    created_at: int
+    # The record that holds the file once attached: its memory decides who reads the metadata.
+    memory_id: str | None = None
+    record_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Upload:
+    url: str
+    method: str
+    headers: dict[str, str]
+    expires_in: int
+
+
+@dataclass(frozen=True)
+class Content:
+    """A file's bytes, inline when small, or a short-lived presigned address when large."""
+
+    media_type: str
+    name: str
+    data: bytes | None = None
+    redirect: str | None = None
+
+
+@dataclass(frozen=True)
+class ChangeList:
+    changes: list[PathChange]  # each path once, with what holds it now, in the order they last changed
+    cursor: str
+    more: bool
+    full_resync: bool
+
+
+def held_file(content: Any) -> str | None:
+    """The id of the file a record's content holds (`{"file": {"id": ...}}`); None for text."""
+    if isinstance(content, dict) and isinstance(content.get("file"), dict):
+        file_id = content["file"].get("id")
+        return file_id if isinstance(file_id, str) else None
+    return None
+
+
+UPLOADS_PREFIX = "uploads/"  # one prefix for every tenant, so a lifecycle rule can expire stale uploads
+
+
+def upload_key(tenant: str, file_id: str) -> str:
+    return f"{UPLOADS_PREFIX}{tenant}/{file_id}"
+
+
+def chain_key(tenant: str, memory_id: str, chain_id: str) -> str:
+    return f"t/{tenant}/m/{memory_id}/r/{chain_id}"
+
+
+def memory_prefix(tenant: str, memory_id: str) -> str:
+    return f"t/{tenant}/m/{memory_id}/"

@@ -11,7 +11,7 @@ reads, the memory beside one padding item, then `CHAIN_READ_WIDTH` memories, its
 lists them, made up to that width by the store with padding items that read like memories. A missing
 id's second batch is all padding, one item more, in place of the memory not found. The walk over the
 parent links then decides, as it always did, from what the reads put in the cache; and a not-found
-answer is held to the time checks usually take (Pace), which leaves what the process does differently
+answer is held to the time checks usually take (CheckTiming), which leaves what the process does differently
 with an item found and with none nothing to show in.
 """
 
@@ -19,11 +19,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
+from uhp_memories.domain.access.ports import CheckTiming
+from uhp_memories.domain.agents.model import Attachment
 from uhp_memories.domain.errors import MemoriesNotAttached, MemoryForbidden, MemoryNotFound
 from uhp_memories.domain.limits import MAX_TREE_DEPTH
-from uhp_memories.domain.models import PRIVILEGES, Attachment, Caller, Grant, Memory
+from uhp_memories.domain.memories.model import Memory
+from uhp_memories.domain.model import PRIVILEGES, Caller
+
+
+@dataclass(frozen=True)
+class Grant:
+    tenant: str
+    id: str
+    memory_id: str
+    principal: str
+    privileges: tuple[str, ...]
+    created_at: int  # epoch ms
+    created_by: str
+    implicit: bool = False
+
 
 MemoryLoader = Callable[[str], Memory | None]
 # A memory (None if it does not exist) and every grant on it, read together.
@@ -37,20 +52,6 @@ WRITE = "write"
 CHAIN_READ_WIDTH = MAX_TREE_DEPTH - 1
 
 
-class Pace(Protocol):
-    """How long a check of a named memory usually takes (adapters/system.py, UsualPace)."""
-
-    def now(self) -> float:
-        """A monotonic clock, in seconds."""
-        ...
-
-    def decided(self, since: float) -> None:
-        """A check that began at `since` has decided."""
-        ...
-
-    def hold(self, since: float) -> None:
-        """Wait until a check that began at `since` has taken as long as checks usually take."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -132,12 +133,12 @@ class AccessView:
         reach: Callable[[], HarnessReach] | None = None,
         *,
         load_many: ManyMemoriesAndGrantsLoader | None = None,
-        pace: Pace | None = None,
+        timing: CheckTiming | None = None,
     ) -> None:
         self.caller = caller
         self._load = load
         self._load_many = load_many  # the chain read ahead; without it, each parent is read as the walk reaches it
-        self._pace = pace  # holds a not-found answer to the usual time of a check; None: never held
+        self._timing = timing  # holds a not-found answer to the usual time of a check; None: never held
         self._caller_grants = caller_grants  # everywhere: read only to list entry points
         self._reach_loader = reach  # a harness's list, read only when it could narrow something
         self._reach: HarnessReach | None = None
@@ -279,18 +280,18 @@ class AccessView:
 
     def visible(self, memory_id: str) -> Memory:
         """The memory, or memory_not_found when it does not exist or the caller holds nothing on it.
-        The first check of an id answers not found no sooner than checks usually decide (Pace): both
+        The first check of an id answers not found no sooner than checks usually decide (CheckTiming): both
         kinds of not found read alike, and are then answered alike."""
         first = memory_id not in self._cache and memory_id not in self._from_store
-        began = self._pace.now() if self._pace is not None and first else None
+        began = self._timing.now() if self._timing is not None and first else None
         self._named(memory_id)
         memory = self.memory(memory_id)
         seen = memory is not None and bool(self.granted(memory_id))
-        if self._pace is not None and began is not None:
-            self._pace.decided(began)
+        if self._timing is not None and began is not None:
+            self._timing.decided(began)
             if not seen:
                 self._let_go(memory_id)
-                self._pace.hold(began)
+                self._timing.hold(began)
         if memory is None or not seen:
             raise MemoryNotFound(memory_id)
         return memory

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from uhp_memories.domain.fence import text_of
-from uhp_memories.domain.models import RecordVersion
+from uhp_memories.domain.jobs import Job
+from uhp_memories.domain.records.model import RecordVersion, RecordView
 
 DerivedType = Literal["fact", "note"]
 DERIVED_TYPES: tuple[DerivedType, ...] = ("fact", "note")
@@ -102,25 +103,6 @@ class Judged:
     prompt_version: str
 
 
-class Deriver(Protocol):
-    """Turns episodes into facts and notes, and judges pairs of statements, with a model.
-
-    `derive` sends every episode in one request and answers with what the model derived from them;
-    an empty `facts` is a valid answer (nothing worth keeping). Every fact's `sources` are record ids
-    of `episodes`. It raises ValueError before any call for an empty batch or a record id given twice.
-
-    `judge` sends pairs (older, newer) in one request and answers how each newer statement stands to
-    its older one (Relation), one per pair, in order. It raises ValueError before any call for no pairs.
-
-    Both otherwise fail only with a `DerivationError`: DerivationRefused, DerivationMalformed
-    (neither worth sending again as is), DerivationThrottled or DerivationUnavailable (both worth
-    sending again later). Errors of configuration (access denied, unknown model) are not hidden
-    as any of these: they propagate as the adapter's own.
-    """
-
-    def derive(self, episodes: Sequence[EpisodeText]) -> Derived: ...
-
-    def judge(self, pairs: Sequence[tuple[Statement, Statement]]) -> Judged: ...
 
 
 class DerivationError(Exception):
@@ -183,3 +165,27 @@ def references_for(fact: DerivedFact, episodes: Sequence[EpisodeText]) -> tuple[
     check_sources(fact.sources, episodes)
     memory_of = {episode.record_id: episode.memory_id for episode in episodes}
     return tuple({"rel": DERIVED_FROM, "memory_id": memory_of[source], "record_id": source} for source in fact.sources)
+
+
+DERIVER = {"kind": "deriver", "id": "native"}
+
+
+DERIVE = "derive"  # the job kind and the workflow
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What observe answers: the episodes written, and the job deriving from them (None: nothing runs
+    after the answer, so the records are the whole answer)."""
+
+    records: list[RecordView]
+    job: Job | None
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A job as one reader sees it: a derive job with the records it produced that the reader may read
+    (an erased one is gone); every other job as removal shows it."""
+
+    job: Job
+    records: list[RecordView]
