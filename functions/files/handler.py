@@ -11,7 +11,7 @@ from uhp_memories import bootstrap
 from uhp_memories.api import multipart, responses, schemas
 from uhp_memories.api.app import caller_of, make_handler, make_resolver, respond
 from uhp_memories.domain.errors import MemoryInvalid
-from uhp_memories.domain.files.model import StoredFile, Upload
+from uhp_memories.domain.files.model import StoredFile, Upload, content_disposition
 
 app = make_resolver()
 
@@ -68,16 +68,18 @@ def handle_record_content(
     memory_id: str,
     record_id: str,
     version: Annotated[str | None, Query(description="a file version of this record")] = None,
+    include: Annotated[str, Query(description="active (default): a forgotten record's bytes are not found; "
+                                              "all: history's view, which still reads them")] = "active",
 ):  # no return model: the body is the file's bytes
 
-    content = bootstrap.container().files.content(caller_of(app), memory_id, record_id, version)
+    content = bootstrap.container().files.content(caller_of(app), memory_id, record_id, version, include)
     if content.redirect:
         return Response(status_code=302, headers={"Location": content.redirect}, body="")
     return Response(
         status_code=200,
         content_type=content.media_type,
         body=content.data,
-        headers={"Content-Disposition": f'attachment; filename="{content.name}"'},
+        headers={"Content-Disposition": content_disposition(content.name)},
     )
 
 

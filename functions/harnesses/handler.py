@@ -82,7 +82,7 @@ def handle_prime(
     memory: Annotated[str | None, Query(description="§9 metadata.memory: the session's memory, primed too")] = None,
 ) -> Response[schemas.PrimeOut]:
     container = bootstrap.container()
-    caller = container.harnesses.session_caller(caller_of(app), memory)
+    caller = container.harnesses.session_caller(caller_of(app), memory, harness_id)
     answer = container.prime.prime(caller, harness_id, budget)
     return respond(presenters.prime(answer, TOKENIZER_NAME))
 
@@ -101,7 +101,7 @@ def handle_turn(harness_id: str, body: schemas.TurnIn) -> Response[schemas.TurnO
         prime_id=body.prime_id,
     )
     container = bootstrap.container()
-    caller = container.harnesses.session_caller(caller_of(app), body.memory)
+    caller = container.harnesses.session_caller(caller_of(app), body.memory, harness_id)
     answer = container.turns.observe_turn(caller, harness_id, turn)
     return respond(presenters.turn(answer, harness_id), 201)
 

@@ -9,7 +9,7 @@ import json
 
 from aws_lambda_powertools.event_handler import Response
 
-from uhp_memories.api.app import caller_of, make_handler, make_resolver
+from uhp_memories.api.app import MCP_PATH, caller_in, caller_of, make_handler, make_resolver
 from uhp_memories.mcp import server, tools
 
 app = make_resolver()
@@ -73,4 +73,44 @@ def may_write(event: dict) -> bool:
     return isinstance(params, dict) and params.get("name") in WRITING_TOOLS
 
 
-lambda_handler = make_handler(app, writes=may_write)
+def compared_request(event: dict) -> str:
+    """What a retry of a tool call repeats, compared for its Idempotency-Key (api/app.py make_handler:
+    the same key with anything else is 422 idempotency_key_reused): the JSON-RPC message without its
+    `id` and without `params._meta`, which a client makes anew for every request it sends (the SDK
+    numbers its requests, its progress token is the id again, and trace context is per request), and
+    the session's memory (`x-uhp-memory`: where a memory_remember without memory_id writes). A retry
+    with a new id is answered the kept answer, under its own id."""
+    message = json.loads(event.get("body") or "null")  # a tools/call: may_write read it
+    params = {k: v for k, v in message["params"].items() if k != "_meta"}
+    repeated = {k: v for k, v in message.items() if k not in ("id", "params")}
+    memory = str(event["headers"].get(server.SESSION_MEMORY_HEADER) or "").strip()
+    return json.dumps({**repeated, "params": params, "session_memory": memory}, separators=(",", ":"))
+
+
+def refused_as_tool(event: dict, refusal: dict) -> dict:
+    """A refusal of what a tool call's Idempotency-Key names (reused, in progress, committed), as any
+    refusal of a tool is answered: the tool's error result with the same body, to this request's id,
+    answered by the SDK (server.refuse) in the request's protocol version. An HTTP error reached the
+    SDK's client as "Server returned an error response", its code lost."""
+    text = json.dumps(refusal, separators=(",", ":"))
+    answer = server.refuse(caller_in(event), MCP_PATH, event["headers"], (event.get("body") or "").encode(), text)
+    headers = {k: v for k, v in answer.headers if k.lower() != "content-length"}
+    return {"statusCode": answer.status, "headers": headers, "body": answer.body.decode(), "isBase64Encoded": False}
+
+
+def to_this_request(event: dict, answer: dict) -> dict:
+    """A kept answer, addressed to this request: a client's retry is a new JSON-RPC request, with a new
+    id (the SDK numbers each request it sends), and takes its answer only under that id."""
+    request_id = json.loads(event.get("body") or "null").get("id")  # a tools/call: may_write read it
+    try:
+        message = json.loads(answer.get("body") or "null")
+    except ValueError:
+        return answer
+    if not isinstance(message, dict) or "id" not in message or message["id"] == request_id:
+        return answer
+    return {**answer, "body": json.dumps({**message, "id": request_id}, separators=(",", ":"), ensure_ascii=False)}
+
+
+lambda_handler = make_handler(
+    app, writes=may_write, compared=compared_request, refuse=refused_as_tool, replayed=to_this_request
+)

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.integration.conftest import Client, purge_tenant
+from tests.integration.conftest import TENANT_ADMIN, Client, purge_tenant
+from uhp_memories.domain.types.model import TENANT_ADMIN_GROUP
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
 
@@ -55,12 +56,14 @@ ClientFactory = Callable[[str], Client]
 
 @pytest.fixture
 def make_client(stage: Stage, tenant: str) -> ClientFactory:
-    """make_client("user:alice") -> a REST client (requests) with a new key of this test's tenant."""
+    """make_client("user:alice") -> a REST client (requests) with a new key of this test's tenant, which
+    knows the tenant's administrator (`Client.claim`)."""
 
-    def factory(principal: str) -> Client:
+    def factory(principal: str, groups: tuple[str, ...] = ()) -> Client:
         key = "k-" + secrets.token_hex(16)
-        stage.aws.add_keys([KeyEntry(key, tenant, principal)])
-        return Client(stage.url, key, tenant, principal, requests.Session())
+        stage.aws.add_keys([KeyEntry(key, tenant, principal, groups)])
+        return Client(stage.url, key, tenant, principal, requests.Session(),
+                      admin=lambda: factory(TENANT_ADMIN, (TENANT_ADMIN_GROUP,)))
 
     return factory
 

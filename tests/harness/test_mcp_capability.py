@@ -50,6 +50,7 @@ async def test_the_harness_mounts_mcp_and_recalls_a_record_fenced(
     stage: Stage, alice: Client, memory: str, make_client: ClientFactory
 ) -> None:
     alice.remember(memory, HOSTILE)
+    alice.claim("assistant")
     attached = alice.put("/v1/harnesses/assistant/memories", {"memories": [{"memory_id": memory, "access": "read"}]})
     assert attached.status_code == 200, attached.text
     assistant = make_client("harness:assistant")
@@ -89,6 +90,7 @@ async def test_the_run_names_its_session_memory_through_the_header_binding(
     """§9 `metadata.memory`: the run's metadata names the person's memory, the harness's own header binding
     sends it as `x-uhp-memory`, and an unaddressed memory_remember lands there."""
     person = str(alice.create_memory("Bob's", description="The person this run is for.")["id"])
+    alice.claim("assistant")
     attached = alice.put("/v1/harnesses/assistant/memories", {"memories": [{"memory_id": memory, "access": "read"}]})
     assert attached.status_code == 200, attached.text
     alice.grant(person, "harness:assistant", "read", "write")

@@ -152,9 +152,10 @@ def serve_on_mem0(owner: Client, harness: Client, local_aws: LocalAws) -> None:
 def reached(local_aws: LocalAws, gateway: LocalGateway, reach: Reach) -> Reach:
     tenant = "t-" + secrets.token_hex(6)
     clients = {}
-    for principal in ("user:alice", "harness:h1"):
+    # Alice is the tenant's administrator: the first write of h1's list is hers (docs/decisions.md).
+    for principal, groups in (("user:alice", ("group:admins",)), ("harness:h1", ())):
         key = "k-" + secrets.token_hex(16)
-        local_aws.add_keys([KeyEntry(key, tenant, principal, ())])
+        local_aws.add_keys([KeyEntry(key, tenant, principal, groups)])
         clients[principal] = Client(gateway.url, key, tenant, principal, requests.Session())
     try:
         serve_on_mem0(clients["user:alice"], clients["harness:h1"], local_aws)

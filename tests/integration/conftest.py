@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import requests
 
+from uhp_memories.domain.types.model import TENANT_ADMIN_GROUP
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
 
@@ -48,6 +49,9 @@ class Client:
     tenant: str
     principal: str
     session: requests.Session
+    # The tenant's administrator (a key in group:admins), made when first asked for: who hands this client
+    # a harness list nobody has written yet (`claim`).
+    admin: Callable[[], Client] | None = None
 
     def request(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
                 **params: Any) -> requests.Response:
@@ -95,9 +99,24 @@ class Client:
         assert answer.status_code == 201, answer.text
         return answer.json()
 
+    def claim(self, harness_id: str) -> None:
+        """Have the tenant's administrator hand this client the harness's list when nobody has written it
+        yet (before its first write a list is its administrators': docs/decisions.md, "Harness
+        ownership"), naming it the owner (a harness key owns its own list and is named by nobody). A list
+        written already is left as it is."""
+        assert self.admin is not None, "this client was made without its tenant's administrator"
+        admin = self.admin()
+        if admin.get(f"/v1/harnesses/{harness_id}/owners").status_code != 404:
+            return
+        owners = [] if self.principal == f"harness:{harness_id}" else [self.principal]
+        answer = admin.put(f"/v1/harnesses/{harness_id}/owners", {"owners": owners})
+        assert answer.status_code == 200, answer.text
+
     def attach(self, harness_id: str, memory_id: str, access: str = "write", default: bool = True) -> dict[str, Any]:
-        """Make `memory_id` the harness's whole list (granting what it lacks): a harness writes only at or
-        below a memory attached with write (domain/access.py HarnessReach)."""
+        """Make `memory_id` the harness's whole list (granting what it lacks), a list nobody has written
+        yet first handed to this client (`claim`): a harness writes only at or below a memory attached
+        with write (domain/access.py HarnessReach)."""
+        self.claim(harness_id)
         entry = {"memory_id": memory_id, "access": access, "default": default and access == "write"}
         answer = self.put(f"/v1/harnesses/{harness_id}/memories", {"memories": [entry]})
         assert answer.status_code == 200, answer.text
@@ -105,6 +124,7 @@ class Client:
 
 
 ClientFactory = Callable[..., Client]
+TENANT_ADMIN = "user:tenant-admin"  # the principal of the administrator's key each tenant is given
 
 
 @pytest.fixture
@@ -114,15 +134,30 @@ def tenant() -> str:
 
 @pytest.fixture
 def make_client(local_aws: LocalAws, gateway: LocalGateway, tenant: str) -> ClientFactory:
-    """make_client("user:alice", groups=("group:sales",), tenant=None) -> a Client with a new key."""
+    """make_client("user:alice", groups=("group:sales",), tenant=None) -> a Client with a new key, which
+    knows its tenant's administrator (`Client.claim`)."""
+    admins: dict[str, Client] = {}
+
+    def admin_of(chosen_tenant: str) -> Client:
+        if chosen_tenant not in admins:
+            admins[chosen_tenant] = factory(TENANT_ADMIN, (TENANT_ADMIN_GROUP,), chosen_tenant)
+        return admins[chosen_tenant]
 
     def factory(principal: str, groups: tuple[str, ...] = (), tenant_name: str | None = None) -> Client:
         key = "k-" + secrets.token_hex(16)
         chosen_tenant = tenant_name or tenant
         local_aws.add_keys([KeyEntry(key, chosen_tenant, principal, groups)])
-        return Client(gateway.url, key, chosen_tenant, principal, requests.Session())
+        return Client(gateway.url, key, chosen_tenant, principal, requests.Session(),
+                      admin=lambda: admin_of(chosen_tenant))
 
     return factory
+
+
+@pytest.fixture
+def admin(make_client: ClientFactory) -> Client:
+    """The tenant's administrator (a key of the principal `claim` uses, in group:admins): who writes a
+    harness list first."""
+    return make_client(TENANT_ADMIN, (TENANT_ADMIN_GROUP,))
 
 
 @pytest.fixture

@@ -307,8 +307,9 @@ CREATE_OPS = [
 ]
 
 
-# A harness's list (§9): each cell works on a harness of its own. A fresh one is claimed by the caller;
-# one alice arranged names the caller as an owner beside her. Adding or changing an entry the harness
+# A harness's list (§9): each cell works on a harness of its own. A fresh one is handed to the caller by
+# the tenant's administrator (nobody else writes a list first: test_harnesses.py); one alice arranged
+# names the caller as an owner beside her. Adding or changing an entry the harness
 # does not hold needs delete on its memory (it grants); sending it unchanged needs only to see it; an
 # owner detaches any entry, one it cannot see included. Non-owners: test_only_owners_reach_a_harness.
 
@@ -321,9 +322,16 @@ def _entry(world: World, node: str, access: str = R) -> dict[str, Any]:
     return {"memory_id": world.ids[node], "access": access, "default": False}
 
 
+def _handed(client: Client) -> str:
+    """A fresh harness whose list the tenant's administrator handed to `client`."""
+    harness = "hm-" + secrets.token_hex(6)
+    client.claim(harness)
+    return harness
+
+
 def _shared_with(world: World, who: Client, node: str) -> str:
     """A harness alice arranged with the node attached, owned by her and by `who`."""
-    harness = "hm-" + secrets.token_hex(6)
+    harness = _handed(world.alice)
     arranged = _attach(world.alice, harness, _entry(world, node))
     assert arranged.status_code == 200, arranged.text
     owners = world.alice.put(f"/v1/harnesses/{harness}/owners", {"owners": sorted({"user:alice", who.principal})})
@@ -333,7 +341,7 @@ def _shared_with(world: World, who: Client, node: str) -> str:
 
 def _stored(world: World, who: str, answer: requests.Response) -> list[dict[str, Any]]:
     """The list as stored: read by alice where she owns it (she sees every node), else by the caller
-    that claimed it (it named only what it sees)."""
+    it was handed to (it named only what it sees)."""
     harness = answer.json()["harness_id"]
     listed = world.alice.get(f"/v1/harnesses/{harness}/memories")
     if listed.status_code == 403:
@@ -353,7 +361,7 @@ def _check_list(answered: Callable[[World, str, str], list[dict[str, Any]]],
 
 HARNESS_LIST_OPS = [
     Op("attach_entry", D, 200,
-       lambda w, c, n: _attach(c, "hm-" + secrets.token_hex(6), _entry(w, n)),
+       lambda w, c, n: _attach(c, _handed(c), _entry(w, n)),
        _check_list(lambda w, who, n: [_entry(w, n)], lambda w, who, n: [_entry(w, n)])),
     Op("change_entry", D, 200,
        lambda w, c, n: _attach(c, _shared_with(w, c, n), _entry(w, n, W)),
@@ -414,6 +422,7 @@ def test_only_owners_reach_a_harness(world: World, outsiders: dict[str, Client])
     every operation on it, whatever it holds on the memories; another tenant has no such harness. An
     owner added by group reads what it can see, and how many entries it cannot."""
     everything = [_entry(world, node) for node in TREE]
+    world.alice.claim("h1")
     assert_outcome(_attach(world.alice, "h1", *everything), 200)
     # Attaching granted hank read on every node; without those on private and notes he no longer sees them.
     for node in ("private", "notes"):
@@ -873,6 +882,7 @@ def test_the_creators_grant_is_real_listed_and_inherited(world: World) -> None:
     # It flows down like any other grant.
     grandchild = alice.create_memory("below hank's", parent_id=mine["id"])
     assert get_privileges(hank, grandchild["id"]) == [R, C, D]
+    alice.claim("h1")  # the administrator hands h1's list to alice: a harness never writes its list first
     assert_outcome(hank.put("/v1/harnesses/h1/memories", {"memories": [
         {"memory_id": mine["id"], "access": W}]}), 200)  # the harness attaches its own memory
     assert get_privileges(hank, grandchild["id"]) == ALL

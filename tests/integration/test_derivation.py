@@ -116,6 +116,29 @@ def test_erasing_an_episode_erases_what_was_derived_from_it(alice: Client, chat:
     assert private["id"] not in {r["id"] for r in again["records"]}
 
 
+def test_a_derive_job_lists_only_what_is_still_readable(alice: Client, chat: LoopbackChat) -> None:
+    """§5.2: a forgotten record leaves every read that does not ask for history, and a job's `records`
+    is such a read: a forgotten episode or fact is left out, its id and content too, and stays readable
+    through GET record with include=all and history (issue 36)."""
+    memory = alice.create_memory("Sessions")["id"]
+    answer = observe(alice, memory, "user: my locker code is 4411", "user: I like jazz")
+    done = settled(alice, memory, answer.json()["job"]["id"])
+    private, kept = (r for r in done["records"] if r["type"] == "episode")
+    derived = {f["references"][0]["record_id"]: f for f in done["records"] if f["type"] == "fact"}
+    fact = derived[private["id"]]
+    revised = alice.patch(f"/v1/memories/{memory}/records/{fact['id']}", {"content": "The locker code changed."})
+    for forgotten in (private["id"], revised.json()["id"]):  # a revised fact: forgotten at its current version
+        assert alice.delete(f"/v1/memories/{memory}/records/{forgotten}").json()["status"] == "forgotten"
+
+    again = alice.get(f"/v1/memories/{memory}/jobs/{answer.json()['job']['id']}")
+    assert again.status_code == 200, again.text
+    assert [r["id"] for r in again.json()["records"]] == [kept["id"], derived[kept["id"]]["id"]]
+    assert "4411" not in again.text
+    assert "locker" not in again.text
+    for gone in (private["id"], fact["id"]):
+        assert alice.get(f"/v1/memories/{memory}/records/{gone}", include="all").status_code == 200
+
+
 def test_a_derive_job_is_its_memorys_and_needs_read(alice: Client, make_client: ClientFactory, chat: LoopbackChat
                                                     ) -> None:
     memory, other = alice.create_memory("Sessions")["id"], alice.create_memory("Other")["id"]
@@ -132,6 +155,7 @@ def test_a_derive_job_is_its_memorys_and_needs_read(alice: Client, make_client: 
 def test_a_turn_names_the_job_deriving_from_its_episodes(alice: Client, make_client: ClientFactory,
                                                          chat: LoopbackChat) -> None:
     memory = alice.create_memory("Assistant")["id"]
+    alice.claim("helper")
     attached = alice.put("/v1/harnesses/helper/memories",
                          {"memories": [{"memory_id": memory, "access": "write", "default": True}]})
     assert attached.status_code == 200, attached.text

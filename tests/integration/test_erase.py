@@ -9,8 +9,10 @@ import secrets
 import time
 
 import boto3
+import pytest
 
 from tests.integration.conftest import Client, ClientFactory, error_code
+from uhp_memories.domain.removal.model import Retention
 from uhp_memories.local.moto_env import LocalAws
 
 
@@ -114,6 +116,37 @@ def test_derived_records_in_memories_the_caller_cannot_see_are_counted_not_named
     assert report["erased"] == [source["id"]]
     assert report["erased_elsewhere"] == 1
     assert bob.get(f"/v1/memories/{bobs['id']}/records/{derived['id']}").status_code == 404
+
+
+def test_copies_beyond_reach_in_memories_the_caller_cannot_see_are_counted_not_named(
+    alice: Client, make_client: ClientFactory, local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§5.2: an empty `unreachable` is a guarantee, so a copy the erase could not remove is reported even
+    where the caller may not see its memory: counted per place, never named (the record, its memory).
+    They were dropped, and the report read as a guarantee it was not (issue 36). The stage keeps its
+    table's stream here, so every erased version has a copy beyond reach."""
+    assert local_aws.container is not None
+    monkeypatch.setattr(local_aws.container.removal, "_retention", Retention(stream_enabled=True))
+    memory = alice.create_memory("Shared")
+    source = alice.remember(memory["id"], "source")
+    bob = make_client("user:bob")
+    alice.grant(memory["id"], "user:bob", "read")
+    bobs = bob.create_memory("Bob's notes")
+    copies = [bob.remember(bobs["id"], f"bob's copy {n}", references=[
+        {"rel": "derived_from", "memory_id": memory["id"], "record_id": source["id"]}]) for n in range(2)]
+
+    answer = alice.post(f"/v1/memories/{memory['id']}/erase", {"record_ids": [source["id"]]})
+    assert answer.status_code == 200, answer.text
+    report = answer.json()
+    assert (report["erased"], report["erased_elsewhere"]) == ([source["id"]], 2)
+    assert {(u["record_id"], u["count"], u["where"]) for u in report["unreachable"]} == {
+        (source["id"], 1, "dynamodb_stream"), (None, 2, "dynamodb_stream")}
+    assert len(report["unreachable"]) == 2
+    assert all(u["until"] and u["reason"] for u in report["unreachable"])
+    for hidden in (bobs["id"], *(c["id"] for c in copies)):
+        assert hidden not in answer.text
+    job = alice.get(f"/v1/memories/{memory['id']}/jobs/{report['job_id']}").json()
+    assert job["unreachable"] == report["unreachable"]
 
 
 def test_erase_needs_delete_and_names_records_of_this_memory(alice: Client, make_client: ClientFactory) -> None:

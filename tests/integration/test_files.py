@@ -122,6 +122,37 @@ def test_files_are_private_to_their_uploader_and_content_needs_read(alice: Clien
     assert _content(alice, mine["id"], text["id"]).status_code == 422
 
 
+def test_a_forgotten_files_bytes_leave_every_read_but_historys(alice: Client) -> None:
+    """§5.2: a forgotten record leaves every read that does not ask for history, its bytes included,
+    by any version's id or file version; include=all (history's view, as on GET record) still reads
+    them, since forget keeps the trace and only erase removes content (issue 36)."""
+    memory = alice.create_memory("Docs")["id"]
+    first = _upload(alice, "plan.md", b"version one", "text/markdown")
+    record = alice.remember(memory, type="note", content={"file": {"id": first["id"]}})  # type: ignore[arg-type]
+    second = _upload(alice, "plan.md", b"version two", "text/markdown")
+    revised = alice.patch(f"/v1/memories/{memory}/records/{record['id']}",
+                          {"content": {"file": {"id": second["id"]}}}).json()
+    old_version = record["content"]["file"]["version"]
+    forgotten = alice.delete(f"/v1/memories/{memory}/records/{revised['id']}")
+    assert forgotten.json()["status"] == "forgotten"
+
+    for read in (_content(alice, memory, revised["id"]), _content(alice, memory, record["id"]),
+                 _content(alice, memory, revised["id"], version=old_version)):
+        assert read.status_code == 404, read.content
+        assert error_code(read) == "memory_record_not_found"
+        assert b"version" not in read.content
+    assert _content(alice, memory, revised["id"], include="all").content == b"version two"
+    assert _content(alice, memory, record["id"], include="all").content == b"version one"
+    assert _content(alice, memory, revised["id"], version=old_version, include="all").content == b"version one"
+    bad = _content(alice, memory, revised["id"], include="forgotten")
+    assert (bad.status_code, error_code(bad)) == (422, "memory_invalid")
+    # A live record's superseded version stays readable, as GET record answers it.
+    live = alice.remember(memory, type="note", content={"file": {"id": _upload(alice, "a.txt", b"a")["id"]}})  # type: ignore[arg-type]
+    alice.patch(f"/v1/memories/{memory}/records/{live['id']}",
+                {"content": {"file": {"id": _upload(alice, "a.txt", b"b")["id"]}}})
+    assert _content(alice, memory, live["id"]).content == b"a"
+
+
 def test_bad_uploads_are_refused(alice: Client) -> None:
     assert alice.post("/v1/files", {"name": "a/b", "media_type": "text/plain", "bytes": 1}).status_code == 422
     assert alice.post("/v1/files", {"name": "a", "media_type": "nonsense", "bytes": 1}).status_code == 422

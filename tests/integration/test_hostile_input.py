@@ -610,3 +610,84 @@ def test_ids_made_together_keep_their_order_and_do_not_name_each_other(alice: Cl
     assert neighbours, "50 episodes written in one transaction share a millisecond"
     for a, b in neighbours:
         assert abs(int(b[-16:], 16) - int(a[-16:], 16)) > 1 << 20, (a, b)
+
+
+# -- one reference twice, one key twice (issue 36) -----------------------------------------------
+
+def _twice(memory_id: str, record_id: str, other_memory_id: str) -> dict[str, list[dict[str, str]]]:
+    """References that name one record twice under one rel: exactly, or through another memory's id (a
+    record id names one record, whichever memory is named beside it)."""
+    same = {"rel": "derived_from", "memory_id": memory_id, "record_id": record_id}
+    return {
+        "derived_from exactly twice": [same, dict(same)],
+        "related twice, rel omitted": [{"memory_id": memory_id, "record_id": record_id},
+                                        {"rel": "related", "memory_id": memory_id, "record_id": record_id}],
+        "derived_from through another memory": [same, {**same, "memory_id": other_memory_id}],
+    }
+
+
+@pytest.mark.parametrize("case", ["derived_from exactly twice", "related twice, rel omitted",
+                                  "derived_from through another memory"])
+def test_a_reference_given_twice_is_refused_on_remember_observe_and_revise(
+    alice: Client, memory: dict[str, Any], case: str
+) -> None:
+    """The same derived_from reference twice answered 500 (DynamoDB refused a transaction writing one
+    reverse-index item twice), after the checks had passed: each write refuses it first, 422."""
+    mid = memory["id"]
+    target = alice.get(f"/v1/memories/{mid}/records").json()["data"][0]["id"]
+    refs = _twice(mid, target, alice.create_memory("elsewhere")["id"])[case]
+    before = snapshot_of(alice, mid)
+    for answer in (
+        alice.post(f"/v1/memories/{mid}/records", {"type": "fact", "content": "c", "references": refs}),
+        alice.post(f"/v1/memories/{mid}/observe", {"episodes": [{"content": "e", "references": refs}]}),
+        alice.patch(f"/v1/memories/{mid}/records/{target}", {"references": refs}),
+    ):
+        _refused_naming(answer, "twice")
+        assert target in answer.json()["error"]["message"]
+    assert snapshot_of(alice, mid) == before
+    # One record under two rels is two references, and taken.
+    both = [{"rel": "derived_from", "memory_id": mid, "record_id": target},
+            {"rel": "related", "memory_id": mid, "record_id": target}]
+    taken = alice.post(f"/v1/memories/{mid}/records", {"type": "fact", "content": "c", "references": both})
+    assert taken.status_code == 201, taken.text
+    assert [{k: r[k] for k in ("rel", "memory_id", "record_id")} for r in taken.json()["references"]] == both
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ('{"type": "fact", "content": "first", "content": "last"}', "content"),
+    ('{"type": "fact", "content": "c", "attributes": {"owner": "alice", "owner": "mallory"}}', "attributes"),
+    ('{"type": "fact", "content": "c", "attributes": {"a": [{"b": {"k": 1, "k": 2}}]}}', "attributes.a[0].b"),
+], ids=["top level", "in attributes", "deep in attributes"])
+def test_a_key_twice_in_one_json_object_is_refused_and_nothing_is_written(
+    alice: Client, memory: dict[str, Any], body: str, field: str
+) -> None:
+    """`{"owner": "alice", "owner": "mallory"}` was kept as mallory (the last wins): a parser in front of
+    this one (a gateway, a WAF, an audit log) may read alice. Refused wherever JSON is parsed, naming the key."""
+    mid = memory["id"]
+    before = snapshot_of(alice, mid)
+    answer = send(alice, "POST", f"/v1/memories/{mid}/records", body)
+    _refused_naming(answer, field)
+    assert "twice" in answer.json()["error"]["message"]
+    assert snapshot_of(alice, mid) == before
+    # The same key in two objects is two keys, and taken.
+    taken = send(alice, "POST", f"/v1/memories/{mid}/records",
+                 '{"type": "fact", "content": "c", "attributes": {"k": {"k": 1}, "j": [{"k": 2}, {"k": 3}]}}')
+    assert taken.status_code == 201, taken.text
+
+
+def test_a_key_twice_is_refused_in_a_query_parameter_and_over_mcp(
+    alice: Client, make_client: ClientFactory, memory: dict[str, Any]
+) -> None:
+    mid = memory["id"]
+    twice = '{"field": "attributes.account", "op": "eq", "value": "acme", "value": "x"}'
+    listed = alice.get(f"/v1/memories/{mid}/records", filters=twice)
+    _refused_naming(listed, "filters")
+    alice.attach("hostile_keys", mid)
+    harness = make_client("harness:hostile_keys")
+    before = snapshot_of(alice, mid)
+    answer = _mcp_call(harness, '{"memory_id": "' + mid + '", "type": "fact", "content": "a", "content": "b"}')
+    assert answer.status_code == 200, answer.text
+    error = answer.json()["error"]
+    assert (answer.json()["id"], error["code"], error["data"]["code"]) == (7, -32602, "memory_invalid")
+    assert "params.arguments" in error["message"]
+    assert snapshot_of(alice, mid) == before

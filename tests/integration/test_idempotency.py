@@ -421,6 +421,38 @@ def test_a_server_failure_is_not_kept(alice: Client, local_aws: LocalAws, monkey
     assert record_count(alice, memory["id"]) == 1
 
 
+def test_a_refusal_after_the_write_committed_is_not_kept(
+    alice: Client, local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 4xx produced after the write committed (an erase that erased, then failed presenting its report:
+    issue 36) was kept and replayed, so a retry was told nothing happened. It is answered once and not
+    kept: the retry is answered from the write's marker, 409 idempotency_key_committed with what the
+    first attempt wrote, and writes nothing."""
+    from uhp_memories.api import presenters, schemas
+
+    memory = alice.create_memory()
+    path = f"/v1/memories/{memory['id']}/records"
+    body = {"type": "fact", "content": "written, then refused"}
+
+    def fails_presenting(view: Any) -> Any:
+        return schemas.UnreachableOut.model_validate({"where": "x"})  # a ValidationError, as the erase's was
+
+    monkeypatch.setattr(presenters, "record", fails_presenting)
+    key = new_key()
+    first = alice.post(path, body, headers=key_header(key))
+    assert (first.status_code, error_code(first)) == (422, "memory_invalid")
+    monkeypatch.undo()
+    [written] = records(alice, memory["id"])
+    items = tenant_item_bodies(local_aws, alice.tenant)
+    for _ in range(2):
+        again = alice.post(path, body, headers=key_header(key))
+        assert again.status_code == 409, again.text
+        assert error_code(again) == "idempotency_key_committed"
+        assert written["id"] in again.json()["error"]["written_ids"]
+        assert tenant_item_bodies(local_aws, alice.tenant) == items, "the retry wrote"
+    assert record_count(alice, memory["id"]) == 1
+
+
 def test_an_answer_too_large_to_keep_is_still_answered(alice: Client) -> None:
     """An answer can exceed what the idempotency store keeps (a DynamoDB item holds 400 KB; 100 KiB of
     quotes is 400 KiB once the answer is escaped twice). The write happened: the caller gets its answer,
@@ -499,8 +531,8 @@ WRITES: dict[str, Callable[[Client], tuple[str, str, Any]]] = {
     "define a query": lambda c: ("PUT", f"/v1/memories/{c.create_memory()['id']}/queries/q1",
                                  {"description": "by text", "body": {"text": "{{words}}"},
                                   "params": {"type": "object", "properties": {"words": {"type": "string"}}}}),
-    "attach": lambda c: ("PUT", "/v1/harnesses/h_once/memories",
-                         {"memories": [{"memory_id": c.create_memory()["id"], "access": "write", "default": True}]}),
+    "attach": lambda c: (c.claim("h_once"), ("PUT", "/v1/harnesses/h_once/memories", {"memories": [
+        {"memory_id": c.create_memory()["id"], "access": "write", "default": True}]}))[-1],
     "erase": lambda c: (lambda m: ("POST", f"/v1/memories/{m}/erase", {"record_ids": [c.remember(m)["id"]]}))(
         c.create_memory()["id"]),
     "delete a memory": lambda c: ("DELETE", f"/v1/memories/{c.create_memory()['id']}", None),

@@ -122,6 +122,77 @@ def test_a_harness_with_nothing_attached_starts_from_the_session_memory(
     with_session(harness, person["id"], work, mode="legacy")  # the initialize handshake carries it too
 
 
+def test_a_session_memory_under_a_read_attachment_widens_nothing(alice: Client, make_client: ClientFactory) -> None:
+    """Issue 36: the session's memory counts as an attachment of the access of the nearest attachment on
+    its chain. Under a memory attached read it is read-only though the harness's grants would let it
+    write: no write tools are offered when it would be the only place to write, and a remember into it is
+    refused with the code the harness's own POST gets."""
+    team = alice.create_memory("Team")
+    deals = alice.create_memory("Deals", parent_id=team["id"])
+    alice.grant(team["id"], "harness:sess_under", "read", "write")  # held: only the list narrows it
+    alice.claim("sess_under")  # a list nobody has written yet is handed to its owner first
+    attach(alice, "sess_under", {"memory_id": team["id"], "access": "read"})
+    harness = make_client("harness:sess_under")
+    fact = {"memory_id": deals["id"], "type": "fact", "content": "Acme renews in March."}
+    over_rest = harness.post(f"/v1/memories/{deals['id']}/records", {"type": "fact", "content": "x"})
+    assert (over_rest.status_code, over_rest.json()["error"]["code"]) == (403, "memory_forbidden")
+
+    async def work(mcp: McpClient) -> None:
+        assert {t.name for t in (await mcp.list_tools()).tools} == READ_TOOLS
+        started = answer(await mcp.call_tool("memory_list", {}))
+        assert [(m["id"], m["attached"]) for m in started["memories"]] == [
+            (team["id"], {"access": "read", "default": False}),
+            (deals["id"], {"access": "read", "default": False}),
+        ]
+        for arguments in (fact, {"type": "fact", "content": "x"}):
+            refused = await mcp.call_tool("memory_remember", arguments)
+            assert refused.is_error
+            assert answer(refused)["error"]["code"] == over_rest.json()["error"]["code"]
+
+    with_session(harness, deals["id"], work)
+    assert alice.get(f"/v1/memories/{deals['id']}/records").json()["data"] == []
+
+    # With somewhere else to write, the write tools are offered, and the session's memory is still refused.
+    inbox = alice.create_memory("Inbox")
+    attach(alice, "sess_under", {"memory_id": team["id"], "access": "read"},
+           {"memory_id": inbox["id"], "access": "write", "default": True})
+
+    async def elsewhere(mcp: McpClient) -> None:
+        assert {t.name for t in (await mcp.list_tools()).tools} == READ_TOOLS | WRITE_TOOLS
+        refused = await mcp.call_tool("memory_remember", fact)
+        assert refused.is_error
+        assert answer(refused)["error"]["code"] == "memory_forbidden"
+        written = answer(await mcp.call_tool("memory_remember", {"type": "fact", "content": "Noted."}))
+        assert written["record"]["memory_id"] == inbox["id"]
+
+    with_session(harness, deals["id"], elsewhere)
+    assert alice.get(f"/v1/memories/{deals['id']}/records").json()["data"] == []
+
+
+def test_a_memory_attached_read_below_one_attached_write_is_read_only_over_mcp(
+    alice: Client, make_client: ClientFactory
+) -> None:
+    """Issue 36: the nearest attachment decides, over MCP as over REST, and as the session's memory too."""
+    team = alice.create_memory("Team")
+    deals = alice.create_memory("Deals", parent_id=team["id"])
+    alice.claim("sess_nested")  # a list nobody has written yet is handed to its owner first
+    attach(alice, "sess_nested", {"memory_id": team["id"], "access": "write", "default": True},
+           {"memory_id": deals["id"], "access": "read"})
+    harness = make_client("harness:sess_nested")
+    fact = {"memory_id": deals["id"], "type": "fact", "content": "x"}
+
+    async def work(mcp: McpClient) -> None:
+        refused = await mcp.call_tool("memory_remember", fact)
+        assert refused.is_error
+        assert answer(refused)["error"]["code"] == "memory_forbidden"
+        written = answer(await mcp.call_tool("memory_remember", {"type": "fact", "content": "Noted."}))
+        assert written["record"]["memory_id"] == team["id"]
+
+    with_mcp(harness, work)
+    with_session(harness, deals["id"], work)
+    assert alice.get(f"/v1/memories/{deals['id']}/records").json()["data"] == []
+
+
 @pytest.mark.parametrize("kind", ["unheld", "missing", "malformed"])
 def test_a_session_memory_the_harness_holds_nothing_on_is_memory_not_found_before_anything_runs(
     alice: Client, bob: Client, make_client: ClientFactory, kind: str

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Client, ClientFactory, error_code
-from uhp_memories.adapters.mem0 import mem0_id_of
+from uhp_memories.adapters.mem0 import Mem0Provider, mem0_id_of
 
 
 def providers(client: Client) -> dict[str, dict[str, Any]]:
@@ -185,6 +185,81 @@ def test_erase_removes_from_mem0_and_its_history_and_says_what_it_could_not_reac
         assert error_code(read) == "memory_record_not_found"
     assert [r["id"] for r in alice.get(f"/v1/memories/{memory}/records", include="all").json()["data"]] == [kept["id"]]
     assert "Erase me" not in alice.post(f"/v1/memories/{memory}/recall", {"query": "erase me"}).text
+
+
+def test_a_copy_mem0_keeps_beyond_reach_is_reported_with_until_and_the_erase_answers_200(
+    alice: Client, local_aws: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the adapter cannot clean mem0's history (the Platform's), each erased id is unreachable at
+    "mem0 history" with a reason and an `until`, a string as the schema says: the report was refused
+    (422, after the records were erased) when `until` was null (issue 36)."""
+    provider = local_aws.container.ports.providers.connected()[0]._provider()  # bootstrap.LazyProvider's
+    assert isinstance(provider, Mem0Provider)
+    monkeypatch.setattr(provider, "_history_db", None)  # as with the Platform: no history table to clean
+    memory = mem0_memory(alice)["id"]
+    record = alice.remember(memory, "Erase me, history stays.")
+    answer = alice.post(f"/v1/memories/{memory}/erase", {"record_ids": [record["id"]]})
+    assert answer.status_code == 200, answer.text
+    [entry] = answer.json()["unreachable"]
+    assert (entry["record_id"], entry["where"], entry["count"]) == (record["id"], "mem0 history", 1)
+    assert isinstance(entry["until"], str)
+    assert entry["until"]
+    assert entry["reason"]
+    job = alice.get(f"/v1/memories/{memory}/jobs/{answer.json()['job_id']}")
+    assert job.status_code == 200, job.text
+    assert job.json()["unreachable"] == answer.json()["unreachable"]
+
+
+def test_erase_by_filter_reaches_past_the_listing_bound(
+    alice: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing pages over at most SCAN_MAX of a memory's records; an erase must reach them all: it
+    stopped at the bound in silence (issue 36). The bound is made small here, to pass it with a few."""
+    from uhp_memories.adapters import mem0 as adapter
+
+    monkeypatch.setattr(adapter, "SCAN_MAX", 2)
+    memory = mem0_memory(alice)["id"]
+    written = [alice.remember(memory, f"Fact number {n}.")["id"] for n in range(5)]
+    kept = alice.remember(memory, "A note to keep.", type="note")
+    answer = alice.post(f"/v1/memories/{memory}/erase", {"filters": {"field": "type", "op": "eq", "value": "fact"}})
+    assert answer.status_code == 200, answer.text
+    assert sorted(answer.json()["erased"]) == sorted(written)
+    monkeypatch.setattr(adapter, "SCAN_MAX", 10_000)
+    listed = alice.get(f"/v1/memories/{memory}/records", include="all").json()["data"]
+    assert [r["id"] for r in listed] == [kept["id"]]
+
+
+def test_erase_follows_what_was_derived_within_the_memory_and_reports_what_it_cannot(alice: Client) -> None:
+    """§5.2: erase removes content "from the record and from what was derived from it". In a mem0
+    memory, a record derived_from another of that memory is erased with it; a native record derived from
+    it is reported unreachable (an erase there runs no workflow); a mem0 record derived_from a record of
+    another memory is refused, since that record's erase could not reach it (issue 36)."""
+    memory = mem0_memory(alice)["id"]
+    source = alice.remember(memory, "The source statement.")
+    derived = alice.remember(memory, "Derived from the source.", references=[
+        {"rel": "derived_from", "memory_id": memory, "record_id": source["id"]}])
+    further = alice.remember(memory, "Derived from the derived one.", references=[
+        {"rel": "derived_from", "memory_id": memory, "record_id": derived["id"]}])
+    related = alice.remember(memory, "Only related to the source.", references=[
+        {"rel": "related", "memory_id": memory, "record_id": source["id"]}])
+    native = alice.create_memory("Native summaries")["id"]
+    copy = alice.remember(native, "A native copy of the source.", references=[
+        {"rel": "derived_from", "memory_id": memory, "record_id": source["id"]}])
+
+    answer = alice.post(f"/v1/memories/{memory}/erase", {"record_ids": [source["id"]]})
+    assert answer.status_code == 200, answer.text
+    assert sorted(answer.json()["erased"]) == sorted([source["id"], derived["id"], further["id"]])
+    assert [(u["record_id"], u["where"]) for u in answer.json()["unreachable"]] == [(copy["id"], "uhp_memories")]
+    assert [r["id"] for r in alice.get(f"/v1/memories/{memory}/records", include="all").json()["data"]] == [
+        related["id"]]
+    assert alice.get(f"/v1/memories/{native}/records/{copy['id']}").status_code == 200  # erased in its memory
+
+    native_source = alice.remember(native, "A native statement.")
+    refused = alice.post(f"/v1/memories/{memory}/records", {"type": "fact", "content": "From native.", "references": [
+        {"rel": "derived_from", "memory_id": native, "record_id": native_source["id"]}]})
+    assert (refused.status_code, error_code(refused)) == (422, "memory_unsupported")
+    assert "derived_from" in refused.json()["error"]["message"]
+    assert "From native." not in alice.get(f"/v1/memories/{memory}/records", include="all").text
 
 
 def test_deleting_a_mem0_memory_removes_its_records_from_mem0(alice: Client, local_aws: Any) -> None:

@@ -31,7 +31,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.integration.conftest import Client, ClientFactory, answering_at_once, purge_tenant
+from tests.integration.conftest import TENANT_ADMIN, Client, ClientFactory, answering_at_once, purge_tenant
+from uhp_memories.domain.types.model import TENANT_ADMIN_GROUP
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
 
@@ -94,8 +95,9 @@ def restored(label: str, owned: Client) -> dict[str, str]:
     if label == "GET /v1/memories/{memory_id}/consolidation-schedule":
         assert owned.put(f"/v1/memories/{memory_id}/consolidation-schedule", SCHEDULE).status_code == 200
     if "{harness_id}" in label:
-        # A harness of its own, claimed now: an earlier case may have given h1's list other owners.
+        # A harness of its own, handed to the caller now: an earlier case may have given h1's list other owners.
         harness = "h-" + secrets.token_hex(4)
+        owned.claim(harness)
         assert owned.put(f"/v1/harnesses/{harness}/memories", attachments(memory_id)).status_code == 200
         return {"harness_id": harness}
     return {}
@@ -148,6 +150,7 @@ def owned(local_aws: LocalAws, make_client: ClientFactory) -> Iterator[Client]:
     grant = client.post(f"/v1/memories/{memory['id']}/grants", {"principal": "user:other", "privileges": ["read"]})
     query = {"description": "Facts.", "params": {"type": "object", "properties": {}}, "requires": "read",
              "language": "uhp-recall", "body": {"text": "Acme", "limit": 5}}
+    client.claim("h1")
     made = [
         grant,
         client.put(f"/v1/memories/{memory['id']}/queries/q1", query),
@@ -187,7 +190,8 @@ def make_client(local_aws: LocalAws, gateway: LocalGateway) -> ClientFactory:  #
     def factory(principal: str, groups: tuple[str, ...] = (), tenant_name: str | None = None) -> Client:
         key = "k-" + secrets.token_hex(16)
         local_aws.add_keys([KeyEntry(key, tenant_name or TENANT, principal, groups)])
-        return Client(gateway.url, key, tenant_name or TENANT, principal, requests.Session())
+        return Client(gateway.url, key, tenant_name or TENANT, principal, requests.Session(),
+                      admin=lambda: factory(TENANT_ADMIN, (TENANT_ADMIN_GROUP,), tenant_name))
 
     return factory
 

@@ -50,11 +50,13 @@ class Stage:
 def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
     url = opensearch_node.url()
     tenant = "t-" + secrets.token_hex(6)
-    keys = {name: "k-" + secrets.token_hex(16) for name in ("alice", "bob", "harness")}
-    principals = {"alice": "user:alice", "bob": "user:bob", "harness": "harness:os_stage"}
+    keys = {name: "k-" + secrets.token_hex(16) for name in ("alice", "bob", "harness", "admin")}
+    principals = {"alice": "user:alice", "bob": "user:bob", "harness": "harness:os_stage", "admin": "user:root"}
+    groups = {"admin": ["group:admins"]}  # the tenant's administrator, who hands a new harness list to alice
     keys_file = Path(tmp_path_factory.mktemp("opensearch-stage")) / "keys.json"
     keys_file.write_text(json.dumps({"keys": [
-        {"key": keys[name], "tenant": tenant, "principal": principals[name]} for name in keys]}))
+        {"key": keys[name], "tenant": tenant, "principal": principals[name], "groups": groups.get(name, [])}
+        for name in keys]}))
     index = "uhp-stage-" + secrets.token_hex(6)
     with pytest.MonkeyPatch.context() as env:  # what the server process inherits
         env.setenv("UHP_SEARCH_INDEX", index)
@@ -64,7 +66,8 @@ def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
     try:
         server.wait_listening()
         assert f"recall searches the OpenSearch index {index} at {url}" in server.lines
-        clients = {name: Client(server.url, keys[name], tenant, principals[name], requests.Session()) for name in keys}
+        clients = {name: Client(server.url, keys[name], tenant, principals[name], requests.Session(),
+                                admin=lambda: clients["admin"]) for name in keys}
         yield Stage(server, index, search, clients["alice"], clients["bob"], clients["harness"])
     finally:
         server.stop()
@@ -190,6 +193,7 @@ def test_free_queries_over_rest_and_mcp_stay_in_their_memory(stage: Stage) -> No
     assert error_code(stage.bob.post(path, {"language": "opensearch-dsl", "statement": {"match_all": {}}})) \
         == "memory_not_found"
     # The same statement over MCP, by a harness attached to read the memory.
+    alice.claim("os_stage")
     attached = alice.put("/v1/harnesses/os_stage/memories",
                          {"memories": [{"memory_id": memory["id"], "access": "read", "default": False}]})
     assert attached.status_code == 200, attached.text
@@ -244,6 +248,7 @@ def test_named_queries_types_observe_consolidation_prime_and_files(stage: Stage)
     # Prime places a pinned record for an attached harness.
     pinned = alice.put(f"/v1/memories/{memory['id']}/prime", {"record_ids": [done.json()["record"]["id"]]})
     assert pinned.status_code == 200, pinned.text
+    alice.claim("os_stage")  # when this test runs alone
     alice.put("/v1/harnesses/os_stage/memories",
               {"memories": [{"memory_id": memory["id"], "access": "read", "default": False}]})
     primed = stage.harness.get("/v1/harnesses/os_stage/prime")

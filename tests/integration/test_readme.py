@@ -30,12 +30,13 @@ def test_readme_walkthrough_runs_as_written(persistent: bool, tmp_path: Path) ->
         assert answer.returncode == 0, answer.stderr
         statuses = re.findall(r" -> (\d{3})$", answer.stdout, re.M)
         # grant, snapshot, the stale revise, history, as_of, Bob's write, Mallory's read, the harness's list
-        # before it is attached, the attach, the harness's write
-        assert statuses == ["201", "201", "409", "200", "200", "403", "404", "404", "200", "201"]
+        # before it is attached, the administrator naming its owner, the attach, the harness's write
+        assert statuses == ["201", "201", "409", "200", "200", "403", "404", "404", "200", "200", "201"]
         assert re.findall(r" -> (\d{3})$", answer.stderr, re.M) == ["201", "201", "200"]  # create, remember, revise
-        grant, snapshot, conflict, history, as_of, forbidden, hidden, unattached, attached, agents = _answers(
-            answer.stdout
+        grant, snapshot, conflict, history, as_of, forbidden, hidden, unattached, owned, attached, agents = (
+            _answers(answer.stdout)
         )
+        assert owned["owners"] == ["user:alice"]
         assert grant["principal"] == "user:bob"
         assert snapshot["name"] == "before-call"
         assert conflict["error"]["code"] == "memory_conflict"

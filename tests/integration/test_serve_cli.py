@@ -495,6 +495,9 @@ def test_serve_connects_mem0_which_derives_with_the_model_and_keeps_its_records_
             assert observed.status_code == 200, observed.text
             assert [(r["type"], r["content"], r["written_by"]) for r in observed.json()["records"]] == [
                 ("fact", "Noted: I moved to Lisbon", {"kind": "provider", "id": "mem0"})]
+            handed = requests.put(server.url + "/v1/harnesses/chrn_41c0/owners", headers={"x-api-key": "k-admin"},
+                                  timeout=30, json={"owners": ["user:alice"]})  # the tenant's administrator
+            assert handed.status_code == 200, handed.text
             attached = requests.put(server.url + "/v1/harnesses/chrn_41c0/memories", headers=ALICE, timeout=30,
                                     json={"memories": [{"memory_id": memory, "access": "write", "default": True}]})
             assert attached.status_code == 200, attached.text

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from tests.unit.conftest import World, caller
+from tests.unit.conftest import World, attach, caller
 from uhp_memories.domain.access.model import AccessView, Grant, direct_privileges, effective_privileges, ordered
 from uhp_memories.domain.errors import GrantNotFound, MemoryForbidden, MemoryInvalid, MemoryNotFound
 from uhp_memories.domain.memories.model import Memory
@@ -377,3 +379,64 @@ def test_a_reference_to_nothing_looks_like_a_reference_out_of_reach(world: World
     nowhere = {"memory_id": "hmem_" + "e" * 32, "record_id": "hrec_" + "f" * 32}
     view = world.records.remember(ALICE, shared.id, RecordInput("fact", "x", {}, references=(missing, nowhere)))
     assert view.references == [{**missing, "available": False}, {**nowhere, "available": False}]
+
+
+# -- a harness's list narrows: the nearest attachment on a memory's chain decides (§9, issue 36) ----------
+
+AGENT = caller("harness:h_near")
+
+
+def _tree(world: World) -> tuple[str, str, str, str]:
+    """Team, its child Deals with a grandchild Acme, and Team's other child Notes; the harness holds
+    read and write on all of it (by a grant on Team)."""
+    team = world.memories.create(ALICE, name="Team").memory.id
+    deals = world.memories.create(ALICE, name="Deals", parent_id=team).memory.id
+    acme = world.memories.create(ALICE, name="Acme", parent_id=deals).memory.id
+    notes = world.memories.create(ALICE, name="Notes", parent_id=team).memory.id
+    world.grants.create(ALICE, team, AGENT.principal, ["read", "write"])
+    return team, deals, acme, notes
+
+
+def test_a_memory_attached_read_below_one_attached_write_is_read_only(world: World) -> None:
+    team, deals, acme, notes = _tree(world)
+    attach(world, AGENT, team, "write")
+    attach(world, AGENT, deals, "read")
+    view = world.ports.access(AGENT)
+    assert {m: ordered(view.privileges(m)) for m in (team, deals, acme, notes)} == {
+        team: ["read", "write"], deals: ["read"], acme: ["read"], notes: ["read", "write"]}
+    for memory_id in (deals, acme):
+        with pytest.raises(MemoryForbidden) as refused:
+            world.records.remember(AGENT, memory_id, RecordInput("fact", "x", {}))
+        assert "nearest memory attached" in refused.value.message
+    assert world.records.remember(AGENT, notes, RecordInput("fact", "x", {})).record.memory_id == notes
+
+
+def test_a_memory_attached_write_below_one_attached_read_is_written(world: World) -> None:
+    team, deals, acme, notes = _tree(world)
+    attach(world, AGENT, team, "read")
+    attach(world, AGENT, deals, "write")
+    view = world.ports.access(AGENT)
+    assert {m: ordered(view.privileges(m)) for m in (team, deals, acme, notes)} == {
+        team: ["read"], deals: ["read", "write"], acme: ["read", "write"], notes: ["read"]}
+
+
+def test_a_session_memory_takes_the_access_of_the_nearest_attachment_on_its_chain(world: World) -> None:
+    """§9 `metadata.memory` widens nothing: under a memory attached read it is read-only; with no
+    attachment on its chain it is the session's own starting point, written where the grants allow."""
+    team, deals, acme, _ = _tree(world)
+    attach(world, AGENT, team, "read")
+    for session in (deals, acme):
+        view = world.ports.access(replace(AGENT, session_memory=session))
+        assert ordered(view.privileges(session)) == ["read"]
+        with pytest.raises(MemoryForbidden):
+            world.records.remember(replace(AGENT, session_memory=session), session, RecordInput("fact", "x", {}))
+    attach(world, AGENT, deals, "write")
+    attach(world, AGENT, acme, "read")
+    assert ordered(world.ports.access(replace(AGENT, session_memory=acme)).privileges(acme)) == ["read"]
+    # Another tree, nothing attached on it: the session's memory is written, and what lies below it.
+    other = world.memories.create(ALICE, name="Bob's").memory.id
+    child = world.memories.create(ALICE, name="Bob's deals", parent_id=other).memory.id
+    world.grants.create(ALICE, other, AGENT.principal, ["read", "write"])
+    view = world.ports.access(replace(AGENT, session_memory=other))
+    assert [ordered(view.privileges(m)) for m in (other, child, team)] == [
+        ["read", "write"], ["read", "write"], ["read"]]

@@ -11,16 +11,21 @@ the spec and docs/decisions.md, not from domain/access.py or domain/harnesses.py
 - whoever creates a memory holds all four privileges on it (a grant like any other);
 - a memory on which the caller holds nothing is not found; one it sees without the privilege an
   operation needs is forbidden (§12); each operation needs the privilege docs/decisions.md lists;
-- a harness holds `write` only on a memory that is, or is below (by placement in the tree), a memory
-  its list attaches with access `write`; elsewhere its grants' privileges less write. What it sees is
+- a harness holds `write` on a memory only where the nearest entry of its list on the memory's chain
+  (by placement in the tree, the memory itself first) attaches with access `write`: an entry attached
+  `read` below one attached `write` is read-only, with all below it down to the next entry, and with no
+  entry on the chain nothing is written; elsewhere its grants' privileges less write. What it sees is
   what its grants give. A write refused only for that is memories_not_attached when its list holds no
   entry at all, memory_forbidden otherwise ("Harness attachments (§9) and harness ownership");
 - a harness's list is the harness's and its owners': a PUT replaces the whole list; every memory it
   names must be visible to the writer (not found), then the writer must own an existing list
   (forbidden), and where an entry added or changed asks for what the harness's grants lack, the writer
-  needs delete there and the grant is written with the list; the first writer of a list owns it (the
-  harness itself owns its own and is never named); reading it shows the entries on memories the reader
-  can see and counts the others (`hidden`);
+  needs delete there and the grant is written with the list; a list nobody has written yet is its
+  tenant's administrators' (a person in group:admins), one of whom writes it first and owns it, or names
+  its owners (the harness itself owns its own and is never named); reading it shows the entries on
+  memories the reader can see and counts the others (`hidden`);
+- a key acting as a harness never changes grants (creating, deleting, or attaching what its harness
+  lacks) nor sets a harness's owners, whatever it holds: a person's act (§13), forbidden;
 - what a write answers a caller without read: what it sent and the server's stamps, never the record's
   other fields (a type operation sent none); a reader is answered the whole record ("Hostile input and
   write-only callers");
@@ -82,9 +87,10 @@ from uhp_memories.local.embedded import EmbeddedSearchIndex
 from uhp_memories.local.hashing import HashingEmbedder
 
 ALL = frozenset({"read", "write", "create", "delete"})
-GROUPS = {"user:ann": (), "user:ben": ("group:sales",), "user:cat": ("group:sales", "group:eng"),
+GROUPS = {"user:ann": ("group:admins",), "user:ben": ("group:sales",), "user:cat": ("group:sales", "group:eng"),
           "user:dan": ("group:eng",)}
 PEOPLE = sorted(GROUPS)
+ADMIN = "user:ann"  # the tenant's administrator (group:admins): who writes a harness list first
 HARNESS_IDS = ("h1", "h2")
 HARNESSES = [f"harness:{h}" for h in HARNESS_IDS]
 PRINCIPALS = [*PEOPLE, *HARNESSES]  # every one calls with a key of its own
@@ -153,16 +159,18 @@ class Reference:
         return found.entries if found is not None else []
 
     def writes_at(self, principal: str, memory_id: str) -> bool:
-        """Whether the list lets the principal write here: anyone but a harness; a harness at or below
-        (by placement, whatever the cutoff) a memory its list attaches with write."""
+        """Whether the list lets the principal write here: anyone but a harness; a harness where the
+        nearest entry of its list on the memory's chain (by placement, whatever the cutoff; the memory
+        itself first) attaches with write. An entry attached read below one attached write is read-only,
+        and so is all below it down to the next entry; no entry on the chain, no write."""
         harness = harness_of(principal)
         if harness is None:
             return True
-        roots = {e.memory_id for e in self.entries(harness) if e.access == "write"}
+        access = {e.memory_id: e.access for e in self.entries(harness)}
         node: str | None = memory_id
         while node is not None:
-            if node in roots:
-                return True
+            if node in access:
+                return access[node] == "write"
             node = self.parent[node]
         return False
 
@@ -180,6 +188,15 @@ class Reference:
         if needs in granted:  # held, but narrowed by the harness's list
             return MemoryForbidden if self.entries(harness_of(principal) or "") else MemoriesNotAttached
         return MemoryForbidden
+
+    def is_admin(self, principal: str) -> bool:
+        return "group:admins" in GROUPS.get(principal, ()) and harness_of(principal) is None
+
+    def persons_act(self, principal: str, memory_id: str) -> type[DomainError] | None:
+        """An act that needs delete and a person (§13): changing grants. A harness's key is forbidden it
+        wherever it sees the memory, whatever it holds."""
+        wanted = self.outcome(principal, memory_id, "delete")
+        return wanted or (MemoryForbidden if harness_of(principal) is not None else None)
 
     def owns(self, principal: str, harness: str) -> bool:
         found = self.lists.get(harness)
@@ -508,6 +525,7 @@ class AccessModel(RuleBasedStateMachine):
         self.model.grants[self.server.grant(principal, memory_id, "group:eng", write_only)] = (
             memory_id, "group:eng", write_only)
         if access is not None:
+            self._hand(HARNESS_IDS[0], principal)
             self._attach(principal, HARNESS_IDS[0], [Entry(memory_id, access, access == "write")])
         # The other harness may write here by its grant, but attaches nothing: it sees the memory, holding
         # nothing there (privileges []), since its list narrows what it may do, never what it sees.
@@ -604,8 +622,8 @@ class AccessModel(RuleBasedStateMachine):
     @rule(memory_id=memories, grantee=st.sampled_from(GRANTEES), privileges=PRIVILEGE_SETS, data=st.data())
     def grant(self, memory_id: str, grantee: str, privileges: frozenset[str], data: st.DataObject) -> None:
         principal = self.holding(data, memory_id, "delete")
-        made = self.expect(principal, memory_id, "delete", lambda: self.server.grant(
-            principal, memory_id, grantee, privileges))
+        made = self.check(self.model.persons_act(principal, memory_id), lambda: self.server.grant(
+            principal, memory_id, grantee, privileges), principal, memory_id, self.model.granted(principal, memory_id))
         if made is not None:
             self.model.grants[made] = (memory_id, grantee, privileges)
 
@@ -621,8 +639,8 @@ class AccessModel(RuleBasedStateMachine):
         memory_id = self.model.grants[grant_id][0]
         principal = self.holding(data, memory_id, "delete")
         grantee = self.model.grants[grant_id][1]
-        done = self.expect(principal, memory_id, "delete", lambda: self.server.revoke(
-            principal, memory_id, grant_id) or True)
+        done = self.check(self.model.persons_act(principal, memory_id), lambda: self.server.revoke(
+            principal, memory_id, grant_id) or True, principal, memory_id, self.model.granted(principal, memory_id))
         if done is None:
             return
         del self.model.grants[grant_id]
@@ -669,6 +687,30 @@ class AccessModel(RuleBasedStateMachine):
             entries = fresh
         self._attach(principal, harness, entries)
 
+    @precondition(lambda self: any(parent is not None for parent in self.model.parent.values()))
+    @rule(harness=st.sampled_from(HARNESS_IDS), upper=st.sampled_from(["write", "read"]), data=st.data())
+    def attach_nested(self, harness: str, upper: str, data: st.DataObject) -> None:
+        """Two entries on one chain, of different access, beside what the list holds elsewhere: the
+        nearest entry on a memory's chain decides whether the harness writes it (§9, "access narrows"),
+        so a memory attached read below one attached write is read-only, and one attached write below
+        one attached read is written."""
+        model = self.model
+        below = data.draw(st.sampled_from([m for m, p in model.parent.items() if p is not None]), label="below")
+        chain: list[str] = []
+        node = model.parent[below]
+        while node is not None:
+            chain.append(node)
+            node = model.parent[node]
+        above = data.draw(st.sampled_from(chain), label="above")
+        principal = self.principal(data, lambda p: self._may_own(p, harness) and all(
+            "delete" in model.privileges(p, m) for m in (above, below)))
+        lower = "read" if upper == "write" else "write"
+        stored = model.lists.get(harness)
+        kept = [Entry(e.memory_id, e.access) for e in (stored.entries if stored is not None else [])
+                if e.memory_id not in (above, below)]
+        self._attach(principal, harness, [*kept, Entry(above, upper, upper == "write"),
+                                          Entry(below, lower, lower == "write")])
+
     def _attach(self, principal: str, harness: str, entries: list[Entry]) -> None:
         model, itself = self.model, f"harness:{harness}"
         stored = model.lists.get(harness)
@@ -679,16 +721,20 @@ class AccessModel(RuleBasedStateMachine):
         wanted: type[DomainError] | None = None
         if any(not model.granted(principal, e.memory_id) for e in entries):
             wanted = MemoryNotFound  # every memory it names, seen before anything else
+        elif stored is None and not model.is_admin(principal):
+            wanted = MemoryForbidden  # a list nobody has written: its administrators'
         elif stored is not None and not model.owns(principal, harness):
             wanted = MemoryForbidden  # another's list
         elif any("delete" not in model.privileges(principal, m) for m in lacking):
             wanted = MemoryForbidden  # granting what the harness lacks takes delete
+        elif lacking and harness_of(principal) is not None:
+            wanted = MemoryForbidden  # and a person: granting is never a harness key's act
         answer = self.check(wanted, lambda: self.server.attach(principal, harness, entries),
                             principal, harness, entries, stored)
         if wanted is not None:
             return
         assert answer == entries
-        owners = (() if principal == itself else (principal,)) if stored is None else stored.owners
+        owners = (principal,) if stored is None else stored.owners
         model.lists[harness] = HarnessList(list(entries), owners)
         for memory_id in dict.fromkeys(e.memory_id for e in entries):
             if "delete" not in model.privileges(principal, memory_id):
@@ -702,7 +748,17 @@ class AccessModel(RuleBasedStateMachine):
             self._remember(itself, entry.memory_id, "fact")
 
     def _may_own(self, principal: str, harness: str) -> bool:
-        return harness not in self.model.lists or self.model.owns(principal, harness)
+        if harness not in self.model.lists:
+            return self.model.is_admin(principal)
+        return self.model.owns(principal, harness)
+
+    def _hand(self, harness: str, principal: str) -> None:
+        """The administrator hands a list nobody has written yet to a person, naming it the owner."""
+        if harness in self.model.lists:
+            return
+        answer = self.check(None, lambda: self.server.set_owners(ADMIN, harness, [principal]), ADMIN, harness)
+        assert answer == [principal]
+        self.model.lists[harness] = HarnessList([], (principal,))
 
     @rule(harness=st.sampled_from(HARNESS_IDS), owners=st.lists(st.sampled_from(OWNERS), max_size=2, unique=True),
           data=st.data())
@@ -710,8 +766,12 @@ class AccessModel(RuleBasedStateMachine):
         principal = self.principal(data, lambda p: self._may_own(p, harness))
         stored = self.model.lists.get(harness)
         wanted: type[DomainError] | None = None
-        if f"harness:{harness}" in owners:
+        if harness_of(principal) is not None:
+            wanted = MemoryForbidden  # a person's act: no harness sets owners, its own or another's
+        elif f"harness:{harness}" in owners:
             wanted = MemoryInvalid  # it always owns itself, and is never named
+        elif stored is None and not self.model.is_admin(principal):
+            wanted = MemoryForbidden  # a list nobody has written: its administrators'
         elif stored is not None and not self.model.owns(principal, harness):
             wanted = MemoryForbidden
         answer = self.check(wanted, lambda: self.server.set_owners(principal, harness, owners),

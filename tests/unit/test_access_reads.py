@@ -262,9 +262,9 @@ def test_every_grant_change_keeps_the_memory_items_copy_of_its_grants(dynamo: Dy
     assert "user:bob" not in {g.principal for g in memories.get_with_grants(ALICE.tenant, root)[1]}
     # A harness's list grants in its own transaction, and keeps the copy too.
     assert dynamo.ports.attachments is not None
-    HarnessService(dynamo.ports, dynamo.ports.attachments).attach(  # type: ignore[arg-type]
-        ALICE, "chrn_1", [Attachment(root, "write", default=True)]
-    )
+    harnesses = HarnessService(dynamo.ports, dynamo.ports.attachments)  # type: ignore[arg-type]
+    harnesses.set_owners(caller("user:root", groups=("group:admins",)), "chrn_1", [ALICE.principal])  # handed her
+    harnesses.attach(ALICE, "chrn_1", [Attachment(root, "write", default=True)])
     assert memories.get_with_grants(ALICE.tenant, root)[1] == memories.grants_on(ALICE.tenant, root)
     assert "harness:chrn_1" in {g.principal for g in memories.get_with_grants(ALICE.tenant, root)[1]}
 

@@ -1,9 +1,11 @@
 """§9: who owns a harness's list, and what its owners may do with it, over the in-memory fakes
 (domain/harnesses.py; docs/decisions.md, "Harness ownership").
 
-The harness and the principals on its owners list own it; the first writer of a new list owns it; every
-other principal is refused. A PUT replaces the whole list (entries the caller cannot see included, so
-nothing survives unseen); adding an entry the harness does not hold grants it, which needs delete."""
+The harness and the principals on its owners list own it; a list nobody has written yet is its tenant's
+administrators' (a key in group:admins), one of whom writes it first; every other principal is refused,
+and the harness never sets owners (a person's act). A PUT replaces the whole list (entries the caller
+cannot see included, so nothing survives unseen); adding an entry the harness does not hold grants it,
+which needs delete (and a person's key)."""
 
 from __future__ import annotations
 
@@ -24,12 +26,14 @@ from uhp_memories.domain.agents.harnesses import (
 )
 from uhp_memories.domain.agents.model import HarnessList
 from uhp_memories.domain.errors import MemoryConflict, MemoryForbidden, MemoryInvalid, MemoryNotFound
+from uhp_memories.domain.model import Caller
 
 ALICE = caller("user:alice")
 BOB = caller("user:bob")
 CAROL = caller("user:carol", groups=("group:ops",))
 DAVE = caller("user:dave")  # holds nothing
 HARNESS = caller("harness:chrn_1")
+ADMIN = caller("user:root", groups=("group:admins",))  # a tenant administrator
 
 
 @dataclass
@@ -40,6 +44,10 @@ class Setup:
 
     def memory(self, name: str, restricted: bool = False) -> str:
         return self.world.memories.create(ALICE, name=name, restricted=restricted).memory.id
+
+    def hand(self, owner: Caller = ALICE, harness_id: str = "chrn_1") -> None:
+        """An administrator hands a list nobody has written yet to its owner (the first write is theirs)."""
+        self.harnesses.set_owners(ADMIN, harness_id, [owner.principal])
 
     def stored(self, harness_id: str = "chrn_1") -> list[Attachment] | None:
         return self.repo.get("acme", harness_id)
@@ -67,9 +75,10 @@ def default(memory_id: str) -> Attachment:
 # -- ownership ----------------------------------------------------------------------------------------
 
 
-def test_the_first_writer_of_a_list_owns_it_and_no_one_else_may_touch_it(setup: Setup) -> None:
+def test_an_owner_and_no_one_else_may_touch_the_list(setup: Setup) -> None:
     team = setup.memory("Team")
     setup.world.grants.create(ALICE, team, "user:bob", ["read", "write", "create", "delete"])
+    setup.hand(ALICE)
     setup.harnesses.attach(ALICE, "chrn_1", [default(team)])
     assert setup.harnesses.owners(ALICE, "chrn_1") == ("user:alice",)
     # Bob holds every privilege on the memory, and still may not read or change another's harness.
@@ -91,6 +100,7 @@ def test_a_user_cannot_make_its_own_memory_another_harness_default(setup: Setup)
     """The issue's attack: a user with no relation to h2 made its own memory h2's write default, so h2's
     unaddressed writes and turns landed where that user reads them."""
     team = setup.memory("Team")
+    setup.hand(ALICE, "h2")
     setup.harnesses.attach(ALICE, "h2", [default(team)])
     mallorys = setup.world.memories.create(DAVE, name="Dave's").memory.id
     with pytest.raises(MemoryForbidden):
@@ -102,9 +112,10 @@ def test_a_user_cannot_make_its_own_memory_another_harness_default(setup: Setup)
 def test_the_harness_owns_itself_and_an_owner_shares_ownership_by_principal_or_group(setup: Setup) -> None:
     team = setup.memory("Team")
     setup.world.grants.create(ALICE, team, "group:ops", ["read", "delete"])
+    setup.hand(ALICE)
     setup.harnesses.attach(ALICE, "chrn_1", [read(team)])
     assert setup.harnesses.listed(HARNESS, "chrn_1").memories == [read(team)]
-    assert setup.harnesses.set_owners(HARNESS, "chrn_1", ["user:alice", "group:ops"]) == ("user:alice", "group:ops")
+    assert setup.harnesses.set_owners(ALICE, "chrn_1", ["user:alice", "group:ops"]) == ("user:alice", "group:ops")
     assert setup.harnesses.attach(CAROL, "chrn_1", [default(team)]) == [default(team)]  # as a member of group:ops
     setup.harnesses.set_owners(CAROL, "chrn_1", ["group:ops"])
     with pytest.raises(MemoryForbidden):
@@ -112,20 +123,56 @@ def test_the_harness_owns_itself_and_an_owner_shares_ownership_by_principal_or_g
     assert setup.stored() == [default(team)]
 
 
-def test_a_list_the_harness_began_is_owned_by_it_alone(setup: Setup) -> None:
+def test_a_list_nobody_has_written_is_its_administrators_and_no_first_writer_claims_it(setup: Setup) -> None:
+    """Issue 36: "first writer owns" let any principal of the tenant claim a harness it was never given (so
+    the harness's turns landed in the claimer's memory), the harness itself included."""
     team = setup.memory("Team")
     setup.world.grants.create(ALICE, team, "harness:chrn_1", ["read", "write", "delete"])
-    setup.harnesses.attach(HARNESS, "chrn_1", [default(team)])
-    assert setup.harnesses.owners(HARNESS, "chrn_1") == ()
+    setup.world.grants.create(ALICE, team, "user:root", ["read"])
+    for act in (
+        lambda: setup.harnesses.attach(ALICE, "chrn_1", [default(team)]),
+        lambda: setup.harnesses.set_owners(ALICE, "chrn_1", ["user:alice"]),
+        lambda: setup.harnesses.attach(HARNESS, "chrn_1", [default(team)]),
+        lambda: setup.harnesses.attach(caller("harness:chrn_2", groups=("group:admins",)), "chrn_1", []),
+    ):
+        with pytest.raises(MemoryForbidden) as refused:
+            act()
+        assert "never been written" in refused.value.message
+    with pytest.raises(MemoryForbidden) as refused:
+        setup.harnesses.set_owners(HARNESS, "chrn_1", [])
+    assert "a person's act" in refused.value.message
+    assert setup.repo.get_list("acme", "chrn_1") is None
+    assert setup.harnesses.attach(ADMIN, "chrn_1", [default(team)]) == [default(team)]
+    assert setup.harnesses.owners(ADMIN, "chrn_1") == ("user:root",)
     with pytest.raises(MemoryForbidden):
-        setup.harnesses.attach(ALICE, "chrn_1", [])
+        setup.harnesses.attach(caller("user:eve", groups=("group:admins",)), "chrn_1", [])  # written: its owners'
 
 
-def test_a_list_written_before_owners_existed_is_claimed_by_its_next_writer(setup: Setup) -> None:
+def test_a_harness_reads_and_writes_its_list_and_never_its_owners(setup: Setup) -> None:
+    team = setup.memory("Team")
+    setup.world.grants.create(ALICE, team, "harness:chrn_1", ["read", "write", "delete"])
+    setup.hand(ALICE)
+    assert setup.harnesses.attach(HARNESS, "chrn_1", [default(team)]) == [default(team)]
+    assert setup.harnesses.owners(HARNESS, "chrn_1") == ("user:alice",)  # its write leaves them as they are
+    for owners in ([], ["user:mallory"]):
+        with pytest.raises(MemoryForbidden) as refused:
+            setup.harnesses.set_owners(HARNESS, "chrn_1", owners)
+        assert "a person's act" in refused.value.message
+    assert setup.harnesses.owners(ALICE, "chrn_1") == ("user:alice",)
+    assert setup.harnesses.attach(ALICE, "chrn_1", []) == []
+
+
+def test_a_list_written_before_owners_existed_is_its_administrators_until_one_writes_it(setup: Setup) -> None:
     team = setup.memory("Team")
     setup.repo.lists[("acme", "chrn_1")] = HarnessList([read(team)], None)
-    assert setup.harnesses.listed(BOB, "chrn_1").hidden == 1  # open until claimed, but bob sees no entry
-    setup.harnesses.attach(ALICE, "chrn_1", [read(team)])
+    for grantee in ("user:root", "harness:chrn_1"):
+        setup.world.grants.create(ALICE, team, grantee, ["read"])
+    for act in (lambda: setup.harnesses.listed(BOB, "chrn_1"), lambda: setup.harnesses.attach(ALICE, "chrn_1", [])):
+        with pytest.raises(MemoryForbidden):
+            act()
+    assert setup.harnesses.listed(HARNESS, "chrn_1").memories == [read(team)]  # the harness still starts there
+    assert setup.harnesses.listed(ADMIN, "chrn_1").memories == [read(team)]
+    setup.harnesses.set_owners(ADMIN, "chrn_1", ["user:alice"])
     assert setup.harnesses.owners(ALICE, "chrn_1") == ("user:alice",)
     with pytest.raises(MemoryForbidden):
         setup.harnesses.listed(BOB, "chrn_1")
@@ -140,6 +187,7 @@ def test_owners_are_distinct_principals_other_than_the_harness(setup: Setup, own
 
 def test_a_principal_of_another_tenant_never_reaches_the_list(setup: Setup) -> None:
     memory = setup.memory("Team")
+    setup.hand(ALICE)
     setup.harnesses.attach(ALICE, "chrn_1", [read(memory)])
     mallory = caller("user:alice", tenant="other")
     with pytest.raises(MemoryNotFound):
@@ -155,6 +203,7 @@ def test_a_principal_of_another_tenant_never_reaches_the_list(setup: Setup) -> N
 def test_an_owner_reads_the_entries_it_can_see_and_how_many_others_there_are(setup: Setup) -> None:
     private, shared = setup.memory("Private", restricted=True), setup.memory("Shared")
     setup.world.grants.create(ALICE, shared, "user:bob", ["read"])
+    setup.hand(ALICE)
     setup.harnesses.attach(ALICE, "chrn_1", [read(private), read(shared)])
     setup.harnesses.set_owners(ALICE, "chrn_1", ["user:alice", "user:bob"])
     listed = setup.harnesses.listed(BOB, "chrn_1")
@@ -163,6 +212,7 @@ def test_an_owner_reads_the_entries_it_can_see_and_how_many_others_there_are(set
 
 def test_the_harness_reads_every_entry_on_a_memory_it_can_see(setup: Setup) -> None:
     kept, revoked = setup.memory("Kept"), setup.memory("Revoked")
+    setup.hand(ALICE)
     setup.harnesses.attach(ALICE, "chrn_1", [read(kept), read(revoked)])
     assert setup.harnesses.attached(HARNESS, "chrn_1") == [read(kept), read(revoked)]
     grant = next(g for g in setup.world.grants.list(ALICE, revoked) if g.principal == "harness:chrn_1")
@@ -174,6 +224,7 @@ def test_a_harness_with_no_list_or_an_empty_one_has_nothing_attached_and_says_ho
     memory = setup.memory("Team")
     for harness_id in ("chrn_never_attached", "chrn_1"):
         if harness_id == "chrn_1":
+            setup.hand(ALICE)
             setup.harnesses.attach(ALICE, "chrn_1", [read(memory)])
             setup.harnesses.attach(ALICE, "chrn_1", [])
         with pytest.raises(MemoriesNotAttached) as refused:
@@ -187,6 +238,7 @@ def test_a_harness_with_no_list_or_an_empty_one_has_nothing_attached_and_says_ho
 def test_a_replacement_drops_the_entries_the_owner_cannot_see(setup: Setup) -> None:
     private, shared = setup.memory("Private", restricted=True), setup.memory("Shared")
     setup.world.grants.create(ALICE, shared, "user:bob", ["read"])
+    setup.hand(ALICE)
     setup.harnesses.attach(ALICE, "chrn_1", [read(private), default(shared)])
     setup.harnesses.set_owners(ALICE, "chrn_1", ["user:alice", "user:bob"])
     assert setup.harnesses.attach(BOB, "chrn_1", []) == []  # an empty list detaches every memory (§9)
@@ -198,7 +250,7 @@ def test_a_replacement_drops_the_entries_the_owner_cannot_see(setup: Setup) -> N
 def test_adding_an_entry_the_harness_lacks_needs_delete_and_grants_it(setup: Setup) -> None:
     team = setup.memory("Team")
     setup.world.grants.create(ALICE, team, "user:bob", ["read", "write", "create"])
-    setup.harnesses.attach(BOB, "chrn_1", [])  # bob's harness
+    setup.hand(BOB)  # bob's harness
     with pytest.raises(MemoryForbidden) as refused:
         setup.harnesses.attach(BOB, "chrn_1", [read(team)])
     assert "'delete' privilege" in refused.value.message
@@ -206,11 +258,27 @@ def test_adding_an_entry_the_harness_lacks_needs_delete_and_grants_it(setup: Set
     assert setup.harness_grants(team) == []
 
 
+def test_a_harness_key_never_grants_by_attaching(setup: Setup) -> None:
+    """Attaching what the harness lacks is granting (§9), a person's act (§13): a harness key holding
+    delete may attach what it holds, and grant itself nothing."""
+    team, other = setup.memory("Team"), setup.memory("Other")
+    setup.world.grants.create(ALICE, team, "harness:chrn_1", ["read", "write", "delete"])
+    setup.world.grants.create(ALICE, other, "harness:chrn_1", ["read", "delete"])
+    setup.hand(ALICE)
+    assert setup.harnesses.attach(HARNESS, "chrn_1", [default(team), read(other)]) == [default(team), read(other)]
+    with pytest.raises(MemoryForbidden) as refused:
+        setup.harnesses.attach(HARNESS, "chrn_1", [default(team), Attachment(other, "write")])
+    assert "a person's act" in refused.value.message
+    assert setup.stored() == [default(team), read(other)]
+    assert setup.harness_grants(other) == [("read", "delete")]
+
+
 def test_adding_an_entry_the_harness_already_holds_needs_only_visibility(setup: Setup) -> None:
     """§9: "an entry the harness already holds is attached as it is"."""
     memory = setup.memory("Team")
     setup.world.grants.create(ALICE, memory, "harness:chrn_1", ["read", "write"])
     setup.world.grants.create(ALICE, memory, "user:bob", ["read"])
+    setup.hand(BOB)
     assert setup.harnesses.attach(BOB, "chrn_1", [default(memory)]) == [default(memory)]
     assert setup.harness_grants(memory) == [("read", "write")]  # nothing granted
 
@@ -226,6 +294,7 @@ def test_naming_a_memory_the_caller_cannot_see_is_not_found(setup: Setup) -> Non
 
 def test_an_entry_on_a_deleted_memory_blocks_nothing(setup: Setup) -> None:
     gone, other = setup.memory("Gone"), setup.memory("Other")
+    setup.hand(ALICE)
     setup.harnesses.attach(ALICE, "chrn_1", [default(gone)])
     setup.world.memories.delete(ALICE, gone)
     assert setup.harnesses.attach(ALICE, "chrn_1", [default(other)]) == [default(other)]
@@ -237,6 +306,7 @@ def test_an_entry_on_a_deleted_memory_blocks_nothing(setup: Setup) -> None:
 
 def test_an_added_or_changed_entry_grants_what_the_harness_lacks(setup: Setup) -> None:
     memory = setup.memory("Team")
+    setup.hand(ALICE)
     setup.harnesses.attach(ALICE, "chrn_1", [read(memory)])
     assert setup.harness_grants(memory) == [("read",)]
     setup.harnesses.attach(ALICE, "chrn_1", [default(memory)])
@@ -245,6 +315,7 @@ def test_an_added_or_changed_entry_grants_what_the_harness_lacks(setup: Setup) -
 
 def test_resending_an_unchanged_entry_does_not_undo_a_revoked_grant(setup: Setup) -> None:
     memory = setup.memory("Team")
+    setup.hand(ALICE)
     setup.harnesses.attach(ALICE, "chrn_1", [read(memory)])
     grant = next(g for g in setup.world.grants.list(ALICE, memory) if g.principal == "harness:chrn_1")
     setup.world.grants.delete(ALICE, memory, grant.id)
@@ -254,6 +325,7 @@ def test_resending_an_unchanged_entry_does_not_undo_a_revoked_grant(setup: Setup
 
 def test_an_added_entry_grants_the_harness_in_the_callers_name(setup: Setup) -> None:
     memory = setup.memory("Team")
+    setup.hand(ALICE)
     setup.harnesses.attach(ALICE, "chrn_1", [default(memory)])
     [grant] = [g for g in setup.world.grants.list(ALICE, memory) if g.principal == "harness:chrn_1"]
     assert (grant.tenant, grant.memory_id, grant.privileges, grant.created_by) == (
@@ -297,7 +369,11 @@ def test_a_harness_id_is_1_to_128_letters_digits_and_a_few_marks(setup: Setup, h
     with pytest.raises(MemoryInvalid):
         setup.harnesses.attached(ALICE, harness_id)
     memory = setup.memory("Team")
+    setup.hand(ALICE, "chrn_1.v2-" + "x" * 118)
     assert setup.harnesses.attach(ALICE, "chrn_1.v2-" + "x" * 118, [read(memory)]) == [read(memory)]
+
+
+HANDED_TO_ALICE = HarnessList([], ("user:alice",))  # an administrator named her its owner before anything else
 
 
 class DeletedWhileAttaching(InMemoryAttachmentRepository):
@@ -348,6 +424,7 @@ def test_a_change_made_meanwhile_is_read_again_before_the_replacement(world: Wor
     theirs = world.memories.create(BOB, name="Bob's").memory.id
     mine = world.memories.create(ALICE, name="Team").memory.id
     repo = ChangedWhileAttaching(memories, Attachment(theirs, "read"), times=1)
+    repo.lists[("acme", "chrn_1")] = HANDED_TO_ALICE
     HarnessService(world.ports, repo).attach(ALICE, "chrn_1", [default(mine)])
     assert repo.get("acme", "chrn_1") == [default(mine)]  # a PUT replaces the list as it stood when written
 
@@ -358,6 +435,7 @@ def test_a_list_that_keeps_changing_is_a_conflict_and_nothing_of_this_caller_is_
     theirs = world.memories.create(BOB, name="Bob's").memory.id
     mine = world.memories.create(ALICE, name="Team").memory.id
     repo = ChangedWhileAttaching(memories, Attachment(theirs, "read"), times=ATTACH_ATTEMPTS)
+    repo.lists[("acme", "chrn_1")] = HANDED_TO_ALICE
     with pytest.raises(MemoryConflict):
         HarnessService(world.ports, repo).attach(ALICE, "chrn_1", [default(mine)])
     assert all(a.memory_id == theirs for a in repo.get("acme", "chrn_1") or [])
@@ -367,9 +445,10 @@ def test_a_memory_deleted_while_attaching_is_not_found_and_nothing_is_written(wo
     memories = world.ports.memories
     assert isinstance(memories, InMemoryMemoryRepository)
     repo = DeletedWhileAttaching(memories)
+    repo.lists[("acme", "chrn_1")] = HANDED_TO_ALICE
     harnesses = HarnessService(world.ports, repo)
     memory = world.memories.create(ALICE, name="Team").memory.id
     with pytest.raises(MemoryNotFound):
         harnesses.attach(ALICE, "chrn_1", [default(memory)])
-    assert repo.get("acme", "chrn_1") is None
+    assert repo.get("acme", "chrn_1") == []
     assert memories.grants_of("acme", ["harness:chrn_1"]) == []

@@ -25,6 +25,7 @@ from uhp_memories.domain.records.model import RecordInput
 ALICE = caller("user:alice")
 BOB = caller("user:bob")
 HARNESS = caller("harness:h1")
+ADMIN = caller("user:root", groups=("group:admins",))
 
 
 def answer_fence_wrap(nonce: str, text: str) -> str:
@@ -65,6 +66,8 @@ def setup(world: World) -> Setup:
     attachments = world.ports.attachments  # the list the access rule reads too
     assert isinstance(attachments, InMemoryAttachmentRepository)
     harnesses = HarnessService(world.ports, attachments)
+    for harness_id in ("h1", "h2"):  # an administrator hands Alice the harnesses before their lists are written
+        harnesses.set_owners(ADMIN, harness_id, [ALICE.principal])
     pins, placements = InMemoryPinRepository(memories), InMemoryPlacementRepository()
     prime = PrimeService(world.ports, world.memories, harnesses, pins, placements, words)
     return Setup(world, harnesses, prime, TurnService(world.ports, harnesses, make_observing(world).service, prime))
@@ -79,6 +82,11 @@ def test_pinning_needs_delete_so_a_harness_that_writes_cannot_pin(setup: Setup) 
     own = setup.remember(team, "obey me", who=HARNESS)
     with pytest.raises(MemoryForbidden):
         setup.prime.pin(HARNESS, team, [own])
+    # Nor with a grant of delete: pinning is a person's act (§13), never a harness key's.
+    setup.world.grants.create(ALICE, team, HARNESS.principal, ["delete"])
+    with pytest.raises(MemoryForbidden) as refused:
+        setup.prime.pin(HARNESS, team, [own])
+    assert "a person's act" in refused.value.message
     assert setup.prime.pinned(HARNESS, team) == []
 
 
@@ -201,8 +209,8 @@ def test_a_turn_is_one_episode_per_part_in_the_default_memory(setup: Setup) -> N
 
 
 def test_a_turn_needs_a_default_the_caller_may_see(setup: Setup) -> None:
-    with pytest.raises(MemoriesNotAttached):
-        setup.turns.observe_turn(HARNESS, "h1", Turn("a", "b"))
+    with pytest.raises(MemoriesNotAttached):  # a harness whose list nobody has written
+        setup.turns.observe_turn(caller("harness:h3"), "h3", Turn("a", "b"))
     team, inbox = setup.memory("Team"), setup.memory("Inbox")
     setup.harnesses.attach(ALICE, "h1", [Attachment(team, "write")])
     with pytest.raises(MemoryInvalid, match="no default"):

@@ -18,7 +18,11 @@ How this memory maps onto mem0 (docs/decisions.md, "The mem0 provider"):
   in `degraded` (`text:not_supported`); filters are applied by the adapter over what mem0 answers.
 - erase deletes from mem0's store and removes the record's rows from mem0's history table when the
   adapter holds that table (OSS); where it cannot (the Platform's history; mem0's raw message log of
-  derived memories), it says so in `unreachable`.
+  derived memories), it says so in `unreachable`, each entry with a reason and an `until` (a string,
+  always: when the copy goes, or that nothing ends it).
+- a `derived_from` reference may name a record of the same memory only, which the memory's erase follows:
+  one elsewhere (a native record, another mem0 memory's) is refused, memory_unsupported, since that
+  record's erase cannot reach mem0 to remove the copy (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from uhp_memories.domain.errors import MemoryUnsupported
 from uhp_memories.domain.memories.model import Memory
 from uhp_memories.domain.model import Caller
 from uhp_memories.domain.providers.ports import ProviderErase, ProviderRecall
@@ -45,9 +50,11 @@ logger = logging.getLogger(__name__)
 PROVIDER_ID = "mem0"
 RECORD_ID = re.compile(r"^hrec_[0-9a-f]{32}$")
 META = "uhp"  # the one metadata key the adapter writes under: {"uhp": {...}}
-# mem0 lists a user's memories in one call (no cursor in mem0 OSS): the adapter pages over at most this
-# many, newest first, and says so beyond it (docs/decisions.md).
+# mem0 lists a user's memories in one call (no cursor in mem0 OSS): a listing pages over at most this
+# many, newest first (docs/decisions.md). What must reach every record (erase, a memory's deletion) asks
+# again for EVERY_GROWTH times as many until mem0 answers fewer than asked: the end.
 SCAN_MAX = 10_000
+EVERY_GROWTH = 4
 PROVIDER_WRITER = {"kind": "provider", "id": PROVIDER_ID}  # what mem0 derived, or wrote without the server
 
 
@@ -141,10 +148,12 @@ class Mem0Provider:
     # -- writes --------------------------------------------------------------------------------------
 
     def remember(self, caller: Caller, memory: Memory, record: RecordVersion) -> RecordVersion:
+        _refuse_derived_elsewhere(memory, [record])
         [kept] = self._add(memory, [record], infer=False)
         return kept
 
     def observe(self, caller: Caller, memory: Memory, episodes: Sequence[RecordVersion]) -> list[RecordVersion]:
+        _refuse_derived_elsewhere(memory, episodes)
         if self._settings.infers:
             derived = episodes[0].evolve(type="fact", written_by=PROVIDER_WRITER)
             with self._lock:
@@ -173,6 +182,7 @@ class Mem0Provider:
         return kept
 
     def revise(self, caller: Caller, memory: Memory, current: RecordVersion, revised: RecordVersion) -> RecordVersion:
+        _refuse_derived_elsewhere(memory, [revised])
         mem0_id = mem0_id_of(current.id)
         assert mem0_id is not None
         stored = self._stored_meta(memory, mem0_id)
@@ -214,6 +224,21 @@ class Mem0Provider:
             position = f"{version.written_at}#{version.id}"
             if after is None or position < after:
                 yield position, version
+
+    def every(self, memory: Memory) -> list[RecordVersion]:
+        """Every record of the memory, forgotten ones included: listed to the end, never at a bound."""
+        return [v for v in (self._version(memory, item) for item in self._every_item(memory)) if v is not None]
+
+    def _every_item(self, memory: Memory) -> list[dict[str, Any]]:
+        """mem0 lists a user's memories in one call, up to `top_k`, with no cursor: asked for more each time
+        until it answers fewer than asked, it has answered them all."""
+        top_k = SCAN_MAX
+        while True:
+            with self._lock:
+                listed = _results(self._client.get_all(filters={"user_id": memory.id}, top_k=top_k))
+            if len(listed) < top_k:
+                return listed
+            top_k *= EVERY_GROWTH
 
     def history(self, memory: Memory, record: RecordVersion) -> list[RecordVersion]:
         """Each version the adapter wrote, its text taken from mem0's history table in order (a version
@@ -271,7 +296,8 @@ class Mem0Provider:
                 unreachable += [
                     {"record_id": rid, "where": "mem0 message log",
                      "reason": "mem0 keeps the recent raw messages it derived from per user, with no call to remove "
-                               "them one by one", "until": None}
+                               "them one by one",
+                     "until": "ten later messages observed in this memory push it out (mem0 keeps its 10 latest)"}
                     for rid in erased
                 ]
         return ProviderErase(erased, unreachable)
@@ -285,12 +311,11 @@ class Mem0Provider:
             return []
         return [{"record_id": record_id, "where": "mem0 history",
                  "reason": "mem0 keeps every text a record held in its history, and its API has no call to remove it",
-                 "until": None}]
+                 "until": "unknown: mem0 names no end to its history"}]
 
     def drop_memory(self, memory: Memory) -> None:
         with self._lock:
-            listed = self._client.get_all(filters={"user_id": memory.id}, top_k=SCAN_MAX)
-            for item in _results(listed):
+            for item in self._every_item(memory):
                 if self._version(memory, item) is None:
                     continue
                 self._client.delete(item["id"])
@@ -353,6 +378,21 @@ class Mem0Provider:
             references=tuple(meta.get("references") or ()),
             forgotten_by=meta.get("forgotten_by") if status == "forgotten" else None,
         )
+
+
+def _refuse_derived_elsewhere(memory: Memory, records: Sequence[RecordVersion]) -> None:
+    """A `derived_from` reference to a record of another memory is refused (§12 memory_unsupported): the
+    erase of that record (the native workflow, or another mem0 memory's) cannot reach this memory's
+    records, so the copy would outlive it, neither erased nor reported. Within the memory, its erase
+    follows the reference."""
+    for record in records:
+        for ref in record.references:
+            if ref.get("rel") == "derived_from" and ref.get("memory_id") != memory.id:
+                raise MemoryUnsupported(
+                    f"memory {memory.id} is kept by provider 'mem0', whose records may be derived_from a record of "
+                    "their own memory only: an erase elsewhere cannot reach mem0 to remove the copy (name it with "
+                    "another rel, such as related)"
+                )
 
 
 def _writer_entry(record: RecordVersion, *, text_changed: bool) -> dict[str, Any]:

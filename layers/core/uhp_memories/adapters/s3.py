@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
 from botocore.exceptions import ClientError
 
-from uhp_memories.domain.files.model import Upload
+from uhp_memories.domain.files.model import Upload, content_disposition
 
 
 class S3ObjectStore:
@@ -55,7 +54,7 @@ class S3ObjectStore:
                     "Bucket": self._bucket,
                     "Key": key,
                     "VersionId": version,
-                    "ResponseContentDisposition": f"attachment; filename*=UTF-8''{quote(name)}",
+                    "ResponseContentDisposition": content_disposition(name),
                 },
                 ExpiresIn=expires_in,
             )

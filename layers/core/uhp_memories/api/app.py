@@ -149,7 +149,12 @@ def _check_query_parameters(app: APIGatewayRestResolver, next_middleware: Callab
 
 def caller_of(app: APIGatewayRestResolver) -> Caller:
     """The caller the authorizer resolved from the API key. Never read from the request body."""
-    context = app.current_event.request_context.authorizer.raw_event or {}
+    return caller_in(app.current_event.raw_event)
+
+
+def caller_in(event: dict[str, Any]) -> Caller:
+    """The caller of a proxy event, from its authorizer's context (caller_of, before resolution)."""
+    context = (event.get("requestContext") or {}).get("authorizer") or {}
     tenant, principal = context.get("tenant"), context.get("principal")
     if not tenant or not principal:
         raise Unauthenticated("missing or unknown API key")
@@ -170,8 +175,9 @@ def respond_as_shown(shown: dict[str, Any], status: int = 200) -> Response:
 
 class _ServerFailure(Exception):
     """Carries an answer out of the idempotent call, so Powertools does not keep it: a 5xx (a retry
-    with the same key must run again, not replay a failure), or a refusal of another body under a key
-    that wrote (the key's own body must still get its answer)."""
+    with the same key must run again, not replay a failure), a refusal of another body under a key
+    that wrote (the key's own body must still get its answer), or a 4xx produced after the request's
+    write committed (a retry is told what was written, never a refusal that says nothing was)."""
 
     def __init__(self, answer: dict[str, Any]) -> None:
         super().__init__("server failure")
@@ -187,6 +193,19 @@ READING_ROUTES = frozenset((route.method, route.path) for route in ROUTES if rou
 def writes_by_route(event: dict[str, Any]) -> bool:
     """Whether a request may write, by its route: every POST, PUT, PATCH and DELETE but the reads."""
     return (event.get("httpMethod"), event.get("resource")) not in READING_ROUTES
+
+
+def body_as_sent(event: dict[str, Any]) -> str | None:
+    """What a retry under the same Idempotency-Key must repeat to be the same request: the body, as
+    sent, byte for byte (MCP compares less: functions/mcp/handler.py `compared_request`)."""
+    body = event.get("body")
+    return body if isinstance(body, str) else None
+
+
+# Where make_handler puts what is compared (`compared`) in the event, for Powertools and the write key.
+COMPARED = "idempotencyBody"
+# How a refusal of what an Idempotency-Key names is answered: (event, {"error": {...}}) -> the answer.
+Refused = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 
 def _normalize_event(event: dict[str, Any]) -> dict[str, Any]:
@@ -264,48 +283,72 @@ def _write_key(event: dict[str, Any], settings: Any) -> WriteKey:
     context = (event.get("requestContext") or {}).get("authorizer") or {}
     scope = [context.get("tenant"), context.get("principal"), event.get("httpMethod"), event.get("path"),
              event["headers"].get(IDEMPOTENCY_HEADER)]
-    return WriteKey.of(settings.idempotency_table_name, scope, event.get("body"), settings.idempotency_seconds)
+    return WriteKey.of(settings.idempotency_table_name, scope, event.get(COMPARED), settings.idempotency_seconds)
 
 
-def _already_written(event: dict[str, Any], error: WriteKeyTaken) -> dict[str, Any]:
+def refused_as_error(event: dict[str, Any], refusal: dict[str, Any]) -> dict[str, Any]:
+    """A refusal of what a request's Idempotency-Key names (`{"error": {code, ...}}`: reused, in
+    progress, committed), answered with its code's status (MCP answers it as a tool's refusal)."""
+    return {"statusCode": status_of(refusal["error"]["code"]), "headers": {"Content-Type": JSON},
+            "body": json.dumps(refusal), "isBase64Encoded": False}
+
+
+def as_kept(event: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    """A kept answer, given to a retry as it was kept (MCP addresses it to the retry's JSON-RPC id)."""
+    return answer
+
+
+def _key_refusal(code: str, message: str, **details: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, **details}}
+
+
+KEY_REUSED = "this Idempotency-Key was already used with a different request body"
+KEY_IN_PROGRESS = "a request with this Idempotency-Key is in progress"
+
+
+def _already_written(event: dict[str, Any], error: WriteKeyTaken,
+                     refuse: Refused = refused_as_error) -> dict[str, Any]:
     """The answer to a retry whose key wrote before and whose answer was not kept: 409
-    idempotency_key_committed with the ids written; over MCP, the tool's error result, as any
-    refusal of a tool is answered."""
-    refusal = {"error": {"code": error.code, "message": error.message, **error.details}}
-    if event.get("resource") != MCP_PATH:
-        return {"statusCode": status_of(error.code), "headers": {"Content-Type": JSON},
-                "body": json.dumps(refusal), "isBase64Encoded": False}
-    try:
-        request_id = json.loads(event.get("body") or "null").get("id")
-    except (ValueError, AttributeError):
-        request_id = None
-    result = {"content": [{"type": "text", "text": json.dumps(refusal, separators=(",", ":"))}], "isError": True}
-    return {"statusCode": 200, "headers": {"Content-Type": JSON}, "isBase64Encoded": False,
-            "body": json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})}
+    idempotency_key_committed with the ids written."""
+    return refuse(event, _key_refusal(error.code, error.message, **error.details))
 
 
-def _resolve_under_write_key(app: APIGatewayRestResolver, event: dict[str, Any], context: Any) -> dict[str, Any]:
+def _resolve_under_write_key(
+    app: APIGatewayRestResolver, event: dict[str, Any], context: Any, refuse: Refused
+) -> dict[str, Any]:
     """Resolve an idempotent request under its write key, unless an attempt before this one wrote
     and left no kept answer (killed after its commit, its answer lost): that is answered from the
-    key's marker, and nothing runs again."""
+    key's marker, and nothing runs again.
+
+    A 4xx that follows this request's own commit is answered and not kept: the write happened, so a
+    retry replaying the refusal would tell the client nothing was written. The retry is answered from
+    the marker instead (409 idempotency_key_committed, with what was written)."""
     container = bootstrap.container()
     write = _write_key(event, container.settings)
     marker = write.find(container.dynamodb)
     if marker is not None and marker.payload != write.payload:
-        raise _ServerFailure(error_dict(
-            422, "idempotency_key_reused", "this Idempotency-Key was already used with a different request body"
-        ))
+        raise _ServerFailure(refuse(event, _key_refusal("idempotency_key_reused", KEY_REUSED)))
     if marker is not None:
-        return _already_written(event, WriteKeyTaken(marker.written))
+        return _already_written(event, WriteKeyTaken(marker.written), refuse)
     with writing_under(write):
-        return app.resolve(event, context)
+        answer = app.resolve(event, context)
+    if write.committed and 400 <= answer.get("statusCode", 500) < 500:
+        raise _ServerFailure(answer)
+    return answer
 
 
 def make_handler(
-    app: APIGatewayRestResolver, writes: Callable[[dict[str, Any]], bool] = writes_by_route
+    app: APIGatewayRestResolver,
+    writes: Callable[[dict[str, Any]], bool] = writes_by_route,
+    compared: Callable[[dict[str, Any]], str | None] = body_as_sent,
+    refuse: Refused = refused_as_error,
+    replayed: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] = as_kept,
 ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """The Lambda entry point for one function: plain resolution, or idempotent resolution when a
     request that may write (`writes`: by its route; MCP says by its tool) carries an Idempotency-Key.
+    The same key with another request (`compared`: the body as sent; MCP says what of its message a
+    retry repeats) is refused, 422 idempotency_key_reused; `refuse` answers that refusal and the
+    key's others, `replayed` gives a kept answer to the request at hand (MCP: functions/mcp/handler.py).
 
     Idempotent resolution keeps the answer (Powertools), and runs the request under its write key
     (adapters/dynamodb/idempotency.py): a retry of a request that wrote is answered from the answer
@@ -317,7 +360,7 @@ def make_handler(
     produced = threading.local()
 
     def resolve_or_raise(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        answer = _resolve_under_write_key(app, event, context)
+        answer = _resolve_under_write_key(app, event, context, refuse)
         if answer.get("statusCode", 500) >= 500:
             raise _ServerFailure(answer)
         produced.answer = answer
@@ -333,7 +376,7 @@ def make_handler(
                 )
                 config = IdempotencyConfig(
                     event_key_jmespath=IDEMPOTENCY_KEY_PATH,
-                    payload_validation_jmespath="body",
+                    payload_validation_jmespath=COMPARED,
                     expires_after_seconds=container.settings.idempotency_seconds,
                 )
                 # Configured now, once: Powertools configures a store on each call, marking it done
@@ -358,8 +401,9 @@ def make_handler(
             # Two keys name two requests: which one this is cannot be told, so neither is taken.
             return error_dict(422, "memory_invalid", "send one Idempotency-Key header, not several")
         produced.answer = None
+        event[COMPARED] = compared(event)
         try:
-            return idempotent_resolver()(event, context)
+            return replayed(event, idempotent_resolver()(event, context))
         except _ServerFailure as failure:
             return failure.answer
         except IdempotencyPersistenceLayerError:
@@ -373,13 +417,9 @@ def make_handler(
             logger.error("the idempotency store failed")
             return error_dict(500, "internal_error", "the server failed; the request may be retried")
         except IdempotencyValidationError:
-            return error_dict(
-                422,
-                "idempotency_key_reused",
-                "this Idempotency-Key was already used with a different request body",
-            )
+            return refuse(event, _key_refusal("idempotency_key_reused", KEY_REUSED))
         except IdempotencyAlreadyInProgressError:
-            return error_dict(409, "idempotency_in_progress", "a request with this Idempotency-Key is in progress")
+            return refuse(event, _key_refusal("idempotency_in_progress", KEY_IN_PROGRESS))
 
     return observability.observed(lambda_handler)  # traced, metrics flushed, log lines correlated
 

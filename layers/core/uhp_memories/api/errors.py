@@ -30,8 +30,10 @@ HTTP_STATUS: dict[str, int] = {
     "memory_conflict": 409,
     "memory_busy": 409,
     "idempotency_key_committed": 409,  # a retry whose key already wrote, its answer not kept (docs/decisions.md)
+    "idempotency_in_progress": 409,  # a request with this Idempotency-Key is still running
     "request_too_large": 413,
     "memory_invalid": 422,
+    "idempotency_key_reused": 422,  # the same Idempotency-Key with another request (api/app.py make_handler)
     "memory_unsupported": 422,
     "internal_error": 500,
     "memory_unavailable": 503,

@@ -11,8 +11,10 @@ Python's recursion (json.loads of 100,000 nested lists). It is well above any sh
 Values JSON text can spell that nothing downstream can keep are refused where they are parsed (422
 memory_invalid naming the field), never coerced: NaN and Infinity (not JSON; Python reads them, and
 they were kept as null), a number that overflows a float (1e400 became inf, then null), an integer of
-more than 38 digits (DynamoDB's number precision: accepted locally, refused deployed), and a lone
-UTF-16 surrogate escape (`"\\ud800"`, which no UTF-8 can hold: a 500 when it reached storage)."""
+more than 38 digits (DynamoDB's number precision: accepted locally, refused deployed), a lone
+UTF-16 surrogate escape (`"\\ud800"`, which no UTF-8 can hold: a 500 when it reached storage), and an
+object that spells one key twice, at any depth (json.loads keeps the last; a parser in front of this
+one may have read the first, so the two would act on different requests)."""
 
 from __future__ import annotations
 
@@ -94,9 +96,32 @@ def _int(text: str) -> int | _Refused:
     return int(text)
 
 
+class _Repeated(dict[str, Any]):
+    """An object that spells a key twice, kept whole until its place in the document is known. Never
+    returned: `_first_refused` refuses it."""
+
+    def __init__(self, pairs: list[tuple[str, Any]], key: str) -> None:
+        super().__init__(pairs)
+        self.key = key
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object from its pairs, as json.loads would build it, unless a key comes twice: json.loads
+    keeps the last, and another parser on the way (a gateway, a log, the client's own) the first."""
+    built = dict(pairs)
+    if len(built) == len(pairs):
+        return built
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            return _Repeated(pairs, key)
+        seen.add(key)
+    return built  # not reached: fewer keys than pairs means one came twice
+
+
 def _parse(text: str) -> Any:
     """json.loads with the value rule's hooks; ValueError when the text is not JSON."""
-    return json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=_int)
+    return json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=_int, object_pairs_hook=_object)
 
 
 def _field(path: str, key: str) -> str:
@@ -113,6 +138,9 @@ def _first_refused(value: Any, path: str) -> tuple[str, str] | None:
         if not value.isascii() and _SURROGATE.search(value):
             return path, "holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not Unicode text"
         return None
+    if isinstance(value, _Repeated):
+        shown = value.key if len(value.key) <= 64 else value.key[:64] + "..."
+        return path, f"has the key {json.dumps(shown)} twice; send each key of an object once"
     if isinstance(value, dict):
         for key, item in value.items():
             if not key.isascii() and _SURROGATE.search(key):

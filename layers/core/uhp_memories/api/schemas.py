@@ -296,10 +296,17 @@ class EraseIn(Strict):
 
 
 class UnreachableOut(BaseModel):
-    record_id: str
+    """A place that still holds a copy an erase could not remove (§5.2: an empty list is a guarantee)."""
+
+    record_id: str | None = Field(
+        default=None, description="the erased record version still held there; null for copies in memories the "
+        "caller cannot see, which are counted and never named"
+    )
+    count: int = Field(default=1, description="how many erased record versions the entry stands for: 1 when "
+                                              "it names one, else how many in memories the caller cannot see")
     where: str
     reason: str
-    until: str
+    until: str = Field(description="when the copy goes: a time, or what ends it (always given)")
 
 
 class EraseOut(BaseModel):
@@ -323,7 +330,8 @@ class JobOut(BaseModel):
     memory_id: str
     status: Literal["pending", "running", "completed", "failed"]
     records: list[RecordOut] = Field(
-        default_factory=list, description="a derive job: the episodes observed and the records derived from them"
+        default_factory=list, description="a derive job: the episodes observed and the records derived from them, "
+        "as a read that does not ask for history shows them (a forgotten or erased one is left out)"
     )
     erased: list[str] | None = None
     erased_elsewhere: int | None = None

@@ -19,8 +19,9 @@ class Caller:
     principal: str
     groups: tuple[str, ...] = ()
     # The one more memory a harness's session names (§9 `metadata.memory`; `x-uhp-memory` over MCP),
-    # already checked to be one the caller can see. It widens nothing: a harness writes there only
-    # with a grant to write it (domain/access.py, HarnessReach).
+    # already checked to be one the caller (and the harness it is named for) can see. It widens nothing:
+    # it takes the access of the nearest attachment on its chain, and a harness writes there only with a
+    # grant to write it (domain/access/model.py, HarnessReach).
     session_memory: str | None = None
 
     @property

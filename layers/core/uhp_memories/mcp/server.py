@@ -37,6 +37,7 @@ from uhp_memories.domain.model import Caller
 from uhp_memories.mcp import prime, tools
 
 CALLER_SCOPE_KEY = "uhp_memories.caller"  # where `handle` puts the caller (with its session's memory)
+REFUSAL_SCOPE_KEY = "uhp_memories.refusal"  # where `refuse` puts the error result a tools/call answers
 SESSION_MEMORY_HEADER = "x-uhp-memory"  # §9 metadata.memory over MCP: one more memory for the session
 SERVER_NAME = "uhp-memories"
 
@@ -69,6 +70,9 @@ async def _list_tools(
 
 
 async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    refusal = ctx.request.scope.get(REFUSAL_SCOPE_KEY) if ctx.request is not None else None
+    if isinstance(refusal, str):  # `refuse`: the tool does not run
+        return types.CallToolResult(content=[types.TextContent(type="text", text=refusal)], is_error=True)
     text, is_error = tools.call(bootstrap.container(), _caller(ctx), params.name, params.arguments)
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
@@ -190,6 +194,14 @@ def handle(caller: Caller, method: str, path: str, headers: Mapping[str, str], b
     return _as_json_rpc(anyio.run(_handle, caller, method, path, headers, body))
 
 
+def refuse(caller: Caller, path: str, headers: Mapping[str, str], body: bytes, refusal: str) -> HttpAnswer:
+    """A tools/call answered with the error result `refusal` (the tool's error body, JSON) without
+    running the tool: the SDK answers it, so the answer has this request's id and its protocol
+    version's shape (2026-07-28 requires `resultType`) as every tool's answer does. For refusals made
+    before any tool runs, of what the request's Idempotency-Key names (functions/mcp/handler.py)."""
+    return _as_json_rpc(anyio.run(_handle, caller, "POST", path, headers, body, refusal))
+
+
 # JSON-RPC's "Invalid Request": what the transport refused before any method ran.
 INVALID_REQUEST = -32600
 
@@ -212,7 +224,7 @@ def _as_json_rpc(answer: HttpAnswer) -> HttpAnswer:
 
 
 async def _handle(
-    caller: Caller, method: str, path: str, headers: Mapping[str, str], body: bytes
+    caller: Caller, method: str, path: str, headers: Mapping[str, str], body: bytes, refusal: str | None = None
 ) -> HttpAnswer:
     scope: dict[str, Any] = {
         "type": "http",
@@ -228,6 +240,7 @@ async def _handle(
         "server": ("uhp-memories", 443),
         "client": None,
         CALLER_SCOPE_KEY: caller,
+        REFUSAL_SCOPE_KEY: refusal,
     }
     answered = anyio.Event()
     delivered = False

@@ -1,4 +1,5 @@
-"""Grants (§3.1): who holds what. Reading and changing them needs delete on the memory."""
+"""Grants (§3.1): who holds what. Reading and changing them needs delete on the memory; changing them is
+a person's act, never a harness key's (§13, domain/agents/model.py `require_person`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 
 from uhp_memories.domain import cursors
 from uhp_memories.domain.access.model import Grant, ordered
+from uhp_memories.domain.agents.model import require_person
 from uhp_memories.domain.errors import GrantNotFound, MemoryInvalid, MemoryNotFound, TreeChanged
 from uhp_memories.domain.limits import LIST_DEFAULT, LIST_MAX
 from uhp_memories.domain.model import PRIVILEGES, Caller, Page
@@ -67,9 +69,10 @@ class GrantService:
         return Page(page, cursors.encode("grants", page[-1].id, over=memory_id) if more else None)
 
     def create(self, caller: Caller, memory_id: str, principal: str, privileges: Sequence[str]) -> Grant:
-        """Grant a principal privileges on this memory (the caller needs delete on it)."""
+        """Grant a principal privileges on this memory (the caller needs delete on it, and is a person)."""
         access = self._ports.access(caller)
         access.require(memory_id, "delete")
+        require_person(caller, "changing grants")
         grant = Grant(
             tenant=caller.tenant,
             id=self._ports.ids.new("hgrt_"),
@@ -86,8 +89,9 @@ class GrantService:
         return grant
 
     def delete(self, caller: Caller, memory_id: str, grant_id: str) -> None:
-        """Remove a grant of this memory (the caller needs delete on it)."""
+        """Remove a grant of this memory (the caller needs delete on it, and is a person)."""
         access = self._ports.access(caller)
         access.require(memory_id, "delete")
+        require_person(caller, "changing grants")
         if not self._ports.memories.delete_grant(caller.tenant, memory_id, grant_id):
             raise GrantNotFound(grant_id)

@@ -58,28 +58,41 @@ CHAIN_READ_WIDTH = MAX_TREE_DEPTH - 1
 class HarnessReach:
     """How a harness's list narrows what its grants give it (§9: "access narrows; it never widens").
 
-    A key acting as `harness:<id>` holds `write` only at or below a memory it attached with `write` (or
-    its session's memory, §9 `metadata.memory`): a memory attached `read`, and whatever it walks to from
-    one, is not written by it, whichever door it comes through (REST, MCP, operations), and a harness
-    with nothing attached writes nowhere. Its other privileges are its grants' (create and delete are no
-    agent's tools). This is the one place that rule lives."""
+    A key acting as `harness:<id>` holds `write` on a memory only where the nearest attachment on the
+    memory's chain (by placement in the tree, the memory itself first, whoever may see the nodes
+    between) is `write`: a memory attached `read`, and whatever lies below it down to the next
+    attachment, is read-only even under one attached `write`, and with no attachment on the chain it
+    writes nothing. Its session's memory (§9 `metadata.memory`) counts as one more attachment of the
+    access it already has: that of the nearest attachment on its own chain, so it widens nothing, and
+    `write` where none lies on its chain (the session's own starting point). This holds whichever door
+    the harness comes through (REST, MCP, operations); its other privileges are its grants' (create and
+    delete are no agent's tools). This is the one place that rule lives."""
 
     harness_id: str
-    write_roots: frozenset[str]
+    access: Mapping[str, str]  # memory id -> the access its attachment gives (read | write)
+    session_memory: str | None
     listed: bool  # whether anything is attached at all
 
     @staticmethod
     def of(caller: Caller, attached: Sequence[Attachment] | None) -> HarnessReach:
         assert caller.harness_id is not None
-        roots = {a.memory_id for a in attached or () if a.access == "write"}
-        if caller.session_memory is not None:
-            roots.add(caller.session_memory)
-        return HarnessReach(caller.harness_id, frozenset(roots), bool(attached))
+        access = {a.memory_id: a.access for a in attached or ()}
+        return HarnessReach(caller.harness_id, access, caller.session_memory, bool(attached))
+
+    def writes(self, chain: Iterable[str]) -> bool:
+        """Whether the harness writes the first memory of `chain` (it, then its ancestors, nearest
+        first): the nearest attachment on it decides; past the session's memory with none, it writes."""
+        session_passed = False
+        for node in chain:
+            if node in self.access:
+                return self.access[node] == WRITE
+            session_passed = session_passed or node == self.session_memory
+        return session_passed
 
     def refusal(self, privilege: str) -> Exception:
         """Why a privilege the harness's grants give it is not its here."""
         where = f"PUT /v1/harnesses/{self.harness_id}/memories"
-        if not self.listed and not self.write_roots:
+        if not self.listed and self.session_memory is None:
             return MemoriesNotAttached(
                 self.harness_id,
                 f"harness {self.harness_id} has no memories attached, so it writes nowhere: attach the memory "
@@ -87,8 +100,8 @@ class HarnessReach:
             )
         return MemoryForbidden(
             privilege,
-            f"harness {self.harness_id} reaches this memory read-only: it writes only at or below a memory "
-            f"attached with access write ({where})",
+            f"harness {self.harness_id} reaches this memory read-only: it writes only where the nearest memory "
+            f"attached on its chain (this one or an ancestor) is attached with access write ({where})",
         )
 
 
@@ -256,18 +269,19 @@ class AccessView:
         return self._reach
 
     def _within_write_reach(self, memory_id: str) -> bool:
-        """Whether the memory is a write root of the harness's or below one (by placement in the tree,
-        whoever may see the nodes between)."""
-        roots = self._harness_reach().write_roots
+        """Whether the harness's list lets it write the memory (HarnessReach.writes, over the memory's
+        chain by placement in the tree, whoever may see the nodes between)."""
+        return self._harness_reach().writes(self._chain(memory_id))
+
+    def _chain(self, memory_id: str) -> Iterable[str]:
+        """The memory, then its ancestors nearest first, read as the walk reaches them."""
         node: str | None = memory_id
         seen: set[str] = set()
         while node is not None and node not in seen:
-            if node in roots:
-                return True
+            yield node
             seen.add(node)
             found = self.memory(node)
             node = found.parent_id if found is not None else None
-        return False
 
     def can_see(self, memory_id: str | None) -> bool:
         """Whether the caller's grants give it anything on the memory (a harness's list narrows what it

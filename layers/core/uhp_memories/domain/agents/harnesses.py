@@ -1,12 +1,16 @@
 """Attaching memories to a harness (§9): attaching is granting, and access only narrows.
 
 Who owns a harness's list (docs/decisions.md, "Harness ownership"): the harness itself (a key acting as
-`harness:<id>`) and the principals on its `owners` list (a person, a service or a group). The first
-principal to write a list that does not exist yet owns it; an owner adds or removes owners
-(`PUT /v1/harnesses/{id}/owners`). Everyone else in the tenant is refused (403 memory_forbidden) on
-every operation that names the harness: its list, its owners, its prime and its turns. So no principal
-can make another's harness write where it reads, pin what another's harness is primed with, or plant
-entries in a list it does not own.
+`harness:<id>`) and the principals on its `owners` list (a person, a service or a group). A list has an
+owner before its first write: the tenant's administrators (`is_tenant_admin`: a key in group:admins,
+never a harness's). Only one of them writes a list nobody has written yet (or one written before lists
+had owners), and becomes its owner (`PUT .../memories`) or names its owners (`PUT .../owners`); any
+other principal, the harness included, is refused. An owner adds or removes owners
+(`PUT /v1/harnesses/{id}/owners`); the harness never does (a person's act, `require_person`), so no
+harness locks its owners out. Everyone else in the tenant is refused (403 memory_forbidden) on every
+operation that names the harness: its list, its owners, its prime and its turns. So no principal can
+claim a harness it was never given, make another's harness write where it reads, pin what another's
+harness is primed with, or plant entries in a list it does not own.
 
 What an owner does with the list:
 - Reading: the entries on memories it can see, and how many others there are (`hidden`), never which.
@@ -32,6 +36,8 @@ from uhp_memories.domain.agents.model import (
     HarnessList,
     Listed,
     Notice,
+    is_tenant_admin,
+    require_person,
 )
 from uhp_memories.domain.agents.ports import AttachmentRepository, ProviderRegistry
 from uhp_memories.domain.errors import (
@@ -44,6 +50,7 @@ from uhp_memories.domain.errors import (
 )
 from uhp_memories.domain.model import Caller
 from uhp_memories.domain.ports import Ports
+from uhp_memories.domain.types.model import TENANT_ADMIN_GROUP
 
 __all__ = ["Attachment", "HarnessList", "HarnessService", "MemoriesNotAttached"]
 
@@ -92,18 +99,40 @@ class HarnessService:
 
     # -- the session's memory (§9 metadata.memory) ------------------------------------------------------
 
-    def session_caller(self, caller: Caller, memory_id: str | None) -> Caller:
+    def session_caller(self, caller: Caller, memory_id: str | None, harness_id: str | None = None) -> Caller:
         """The caller with the one more memory its request names for the session, checked as an attached
-        memory is: memory_not_found when the caller holds nothing on it (or the id is malformed, which is
-        never echoed). Over MCP the `x-uhp-memory` header names it; over REST prime's `memory` and a
-        turn's `memory`."""
+        memory is, with the harness's privileges: memory_not_found when the caller holds nothing on it (or
+        the id is malformed, which is never echoed), and then, for an owner naming it for the harness
+        `harness_id`, when that harness holds nothing on it (told only to an owner of the harness). Over
+        MCP the `x-uhp-memory` header names it, for the caller's own key; over REST prime's `memory` and a
+        turn's `memory`, for the harness the path names."""
         if memory_id is None:
             return caller
         if not MEMORY_ID.match(memory_id):
             raise MemoryNotFound()
         with_session = replace(caller, session_memory=memory_id)
         self._ports.access(with_session).visible(memory_id)
+        if harness_id is not None and caller.harness_id != harness_id:  # an owner, for the harness
+            self.owned(caller, harness_id)
+            self._ports.access(self._session_harness(with_session, harness_id)).visible(memory_id)
         return with_session
+
+    def _session_harness(self, caller: Caller, harness_id: str | None) -> Caller:
+        """Whose privileges a session's memory is checked with: the harness the request names (its key,
+        with the session's memory, so its list narrows them: HarnessReach), never an owner's; the caller
+        itself when it is that harness or names none (an MCP key)."""
+        if harness_id is None or caller.harness_id == harness_id:
+            return caller
+        return replace(harness_caller(caller, harness_id), session_memory=caller.session_memory)
+
+    def session_writes(self, caller: Caller, harness_id: str | None) -> bool:
+        """Whether the session writes its memory: the harness's grants there, narrowed by its list, where
+        the session's memory takes the access of the nearest attachment on its chain (HarnessReach), so
+        it is read-only under a memory attached read and widens nothing."""
+        session = caller.session_memory
+        if session is None:
+            return False
+        return "write" in self._ports.access(self._session_harness(caller, harness_id)).privileges(session)
 
     # -- ownership -----------------------------------------------------------------------------------
 
@@ -122,13 +151,14 @@ class HarnessService:
         return self.owned(caller, harness_id).owners or ()
 
     def set_owners(self, caller: Caller, harness_id: str, owners: Sequence[str]) -> tuple[str, ...]:
-        """Replace the owners (the harness always owns itself). A harness without a list gets an empty one."""
+        """Replace the owners (the harness always owns itself), an owner's act and never a harness's; on a
+        list nobody has written yet, an administrator's, and it gets an empty list of entries."""
+        require_person(caller, "setting a harness's owners")
         harness = harness_caller(caller, harness_id)
         wanted = _checked_owners(harness, owners)
         for _ in range(ATTACH_ATTEMPTS):
             stored = self._attachments.get_list(caller.tenant, harness_id)
-            if stored is not None:
-                _require_owner(caller, harness_id, stored)
+            _require_writer(caller, harness_id, stored)
             entries = stored.entries if stored is not None else []
             try:
                 self._attachments.replace(caller.tenant, harness_id, entries, [], owners=wanted, as_read=stored)
@@ -160,8 +190,8 @@ class HarnessService:
         return Attached(attached, notices)
 
     def attach(self, caller: Caller, harness_id: str, entries: Sequence[Attachment]) -> list[Attachment]:
-        """Replace the whole list with `entries` (the harness or an owner; the first writer of a new list
-        owns it); answer the entries."""
+        """Replace the whole list with `entries` (the harness or an owner; a list nobody has written yet,
+        an administrator, who then owns it); answer the entries."""
         harness = harness_caller(caller, harness_id)  # a valid harness id, before anything is read
         _check_shape(entries)
         mine = self._ports.access(caller)
@@ -169,12 +199,8 @@ class HarnessService:
             mine.visible(entry.memory_id)  # 404 for a memory it cannot see, before anything is compared
         for _ in range(ATTACH_ATTEMPTS):
             stored = self._attachments.get_list(caller.tenant, harness_id)
-            if stored is not None:
-                _require_owner(caller, harness_id, stored)
-            claimed = stored is None or stored.owners is None
-            owners = (() if caller.principal == harness.principal else (caller.principal,)) if claimed else (
-                stored.owners or ()  # type: ignore[union-attr]
-            )
+            _require_writer(caller, harness_id, stored)
+            owners = (caller.principal,) if stored is None or stored.owners is None else stored.owners
             before = {e.memory_id: e for e in (stored.entries if stored is not None else [])}
             changed = [e for e in entries if before.get(e.memory_id) != e]
             grants = self._grants_for(caller, harness, mine, changed)
@@ -208,9 +234,9 @@ class HarnessService:
     def starting(self, caller: Caller, harness_id: str | None) -> list[Attachment]:
         """Where a session starts (§9), for its prime, its tools and its turns alike: the harness's entries
         the caller can see (none for a key that is no harness, or a harness with none), then the
-        session's memory (`caller.session_memory`, §9 `metadata.memory`), with `write` where the caller may
-        write it, and then the default in place of the list's. An attached memory keeps its access: a
-        session's memory never widens one the list narrows."""
+        session's memory (`caller.session_memory`, §9 `metadata.memory`), with `write` where the harness
+        may write it (`session_writes`), and then the default in place of the list's. An attached memory
+        keeps its access: a session's memory never widens one the list narrows."""
         attached: list[Attachment] = []
         if harness_id is not None:
             harness_caller(caller, harness_id)
@@ -225,7 +251,7 @@ class HarnessService:
         if session is None:
             return attached
         same = next((a for a in attached if a.memory_id == session), None)
-        writes = "write" in self._ports.access(caller).privileges(session)
+        writes = self.session_writes(caller, harness_id)
         listed = attached if same is not None else [*attached, Attachment(session, "write" if writes else "read")]
         if (same or listed[-1]).access != "write":
             return listed
@@ -249,6 +275,7 @@ class HarnessService:
                     f"harness {harness.principal} does not hold {entry.access} on memory {entry.memory_id}, and "
                     f"granting it takes the '{GRANT_PRIVILEGE}' privilege there",
                 )
+            require_person(caller, f"granting harness {harness.principal} {entry.access} on memory {entry.memory_id}")
             grants.append(
                 Grant(
                     tenant=caller.tenant,
@@ -271,9 +298,24 @@ def _nothing_attached(harness_id: str) -> str:
 
 
 def _is_owner(caller: Caller, harness_id: str, stored: HarnessList) -> bool:
-    if caller.harness_id == harness_id or stored.owners is None:
-        return True  # the harness itself; or a list from before owners, open until it is claimed
+    if caller.harness_id == harness_id:
+        return True  # the harness itself
+    if stored.owners is None:
+        return is_tenant_admin(caller)  # a list from before owners: its administrators' until one writes it
     return any(p in stored.owners for p in caller.principal_ids)
+
+
+def _require_writer(caller: Caller, harness_id: str, stored: HarnessList | None) -> None:
+    """Who may write the list (its entries or its owners): an owner of one that has owners; an
+    administrator of one nobody has written yet, or one written before lists had owners."""
+    if stored is not None and stored.owners is not None:
+        _require_owner(caller, harness_id, stored)
+    elif not is_tenant_admin(caller):
+        raise MemoryForbidden(
+            "own",
+            f"harness {harness_id}'s list has never been written, so it is its administrators': only a key in "
+            f"{TENANT_ADMIN_GROUP} writes it first, and names its owners with PUT /v1/harnesses/{harness_id}/owners",
+        )
 
 
 def _require_owner(caller: Caller, harness_id: str, stored: HarnessList) -> None:

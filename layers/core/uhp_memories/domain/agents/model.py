@@ -1,4 +1,5 @@
-"""Harnesses' values: attachments and lists, prime's pins and placements, turns."""
+"""Harnesses' values: attachments and lists, prime's pins and placements, turns; and who acts through a
+harness's key, which is never a person (§13)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,41 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from uhp_memories.domain.errors import MemoryForbidden
 from uhp_memories.domain.jobs import Job
 from uhp_memories.domain.memories.model import Memory, MemorySummary
+from uhp_memories.domain.model import Caller
 from uhp_memories.domain.records.model import RecordVersion, RecordView
+from uhp_memories.domain.types.model import TENANT_ADMIN_GROUP
+
+# -- who acts: a person, or an agent through its harness's key (docs/decisions.md, "A person's acts") --------
+
+AGENT_KIND = "harness"  # the principal kind of a key acting as a harness: `harness:<id>`
+
+
+def acts_as_agent(caller: Caller) -> bool:
+    """Whether the caller is a key acting as a harness (an agent), whatever its groups."""
+    return caller.principal.partition(":")[0] == AGENT_KIND
+
+
+def is_tenant_admin(caller: Caller) -> bool:
+    """A tenant administrator: a key of the tenant in `group:admins`, never a harness's key whatever its
+    groups, so nothing an agent does widens what it may do (registering types, a new harness list)."""
+    return TENANT_ADMIN_GROUP in caller.groups and not acts_as_agent(caller)
+
+
+def require_person(caller: Caller, act: str) -> None:
+    """§13, "Erase is a person's act": refuse (403 memory_forbidden) an act no key acting as a harness
+    may do, whatever privileges it holds. The one place this rule lives; its acts are erase, changing
+    grants (creating, deleting, and the grant that attaching writes), pinning prime and setting a
+    harness list's owners. Called by each of those services after the memory check, so a memory the
+    caller cannot see is still not found."""
+    if acts_as_agent(caller):
+        raise MemoryForbidden(
+            act,
+            f"{act} is a person's act (§13): a key acting as {caller.principal} never does it, whatever it "
+            "holds; ask with the key of a person (or a service) who may",
+        )
 
 
 @dataclass(frozen=True)

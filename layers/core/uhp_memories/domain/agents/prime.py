@@ -1,7 +1,8 @@
 """Prime (§9.1): what the owner of a memory marks as always relevant, placed within a token budget.
 
 Pins are a person's act: `PUT /v1/memories/{id}/prime` replaces a memory's list and needs `delete`,
-the owner's privilege (a harness's key holds read and write, so no agent pins anything by writing).
+the owner's privilege, and a caller that is not a harness's key (`require_person`): no agent pins
+anything, not by writing and not with a grant of delete.
 A pin names a record chain and the version the owner pinned. Prime shows the chain's newest version
 that is either the pinned one or was written by someone other than an agent (a principal of kind
 `harness`): a person's revision of a pinned record shows at once; an agent's revision never reaches
@@ -31,6 +32,7 @@ from collections.abc import Callable, Sequence
 
 from uhp_memories.domain.agents.harnesses import HarnessService
 from uhp_memories.domain.agents.model import (
+    AGENT_KIND,
     BUDGET_DEFAULT,
     BUDGET_MAX,
     MAX_PINS,
@@ -41,6 +43,7 @@ from uhp_memories.domain.agents.model import (
     Placement,
     PrimeAnswer,
     PrimedMemory,
+    require_person,
 )
 from uhp_memories.domain.agents.ports import MemoryNeighbours, PinRepository, PlacementRepository
 from uhp_memories.domain.errors import (
@@ -58,7 +61,6 @@ from uhp_memories.domain.ports import Ports
 from uhp_memories.domain.records.model import ID_PATTERN, RecordVersion
 
 PIN_PRIVILEGE = "delete"
-AGENT_KIND = "harness"  # written_by.kind of an agent's write (principal harness:<id>)
 PLACEMENT_DAYS = 7  # how long a placement can be named by a turn: a session, with days to spare
 PRIME_ID_PREFIX = "hprm_"
 
@@ -130,7 +132,9 @@ class PrimeService:
     def pin(self, caller: Caller, memory_id: str, record_ids: Sequence[str]) -> list[PinnedRecord]:
         """Replace the memory's pins with these records, each a current, active record of the memory."""
         access = self._ports.access(caller)
-        self._ports.providers.require_native(access.require(memory_id, PIN_PRIVILEGE), "prime pins")
+        memory = access.require(memory_id, PIN_PRIVILEGE)
+        require_person(caller, "pinning records for prime")
+        self._ports.providers.require_native(memory, "prime pins")
         if len(record_ids) > MAX_PINS:
             raise MemoryInvalid(f"a memory has at most {MAX_PINS} records pinned for prime")
         if len(set(record_ids)) != len(record_ids):

@@ -11,8 +11,9 @@ server's own record of what that prime placed, per memory, in tokens and record 
 
 Who may post: the harness and its owners (domain/harnesses.py), whose write observe accepts on the
 default memory. The default is the session's memory when the request names one the harness may write
-(§9 `metadata.memory`), else the one the harness's list marks; an owner that cannot see the default
-memory is answered as if there were none (422), so a turn never reveals which memory it is."""
+(§9 `metadata.memory`; the harness's privileges decide, narrowed by its list, never an owner's), else the
+one the harness's list marks; an owner that cannot see the default memory is answered as if there were
+none (422), so a turn never reveals which memory it is."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ class TurnService:
         stored = self._harnesses.owned(caller, harness_id).entries  # the harness and its owners only
         access = self._ports.access(caller)
         session = caller.session_memory
-        if session is not None and "write" in access.privileges(session):
+        if session is not None and self._harnesses.session_writes(caller, harness_id):
             default_id: str | None = session
         else:
             marked = next((e for e in stored if e.default), None)

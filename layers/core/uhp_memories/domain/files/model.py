@@ -15,6 +15,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from uhp_memories.domain.errors import DomainError, MemoryConflict, MemoryInvalid
 
@@ -260,6 +261,31 @@ FILE_MAX_BYTES = 5 * 1024 * 1024 * 1024  # one S3 PUT
 
 
 NAME_CHARS = 255
+
+
+def check_name(name: str) -> str:
+    """A file's name as uploaded, or memory_invalid. Free text (quotes, accents, any script), but no
+    slash and no control character (Unicode Cc: C0, DEL and C1): a CR/LF in a name came back to its
+    readers as a download header of its own, and no name a person gives holds one."""
+    if not name or len(name) > NAME_CHARS or "/" in name or "\\" in name:
+        raise MemoryInvalid(f"a file name is 1 to {NAME_CHARS} characters without slashes")
+    if any(unicodedata.category(char) == "Cc" for char in name):
+        raise MemoryInvalid("a file name has no control character (such as CR, LF, tab or NUL)")
+    return name
+
+
+def content_disposition(name: str) -> str:
+    """The Content-Disposition a download of `name` is sent with, the one place it is spelled (the
+    inline answer and the presigned S3 address alike): RFC 6266's `attachment` with an ASCII
+    `filename` (accents dropped; a quote, backslash, percent sign, control or other non-ASCII
+    character replaced by `_`) and RFC 5987's `filename*`, the name itself, UTF-8 and percent-encoded.
+    A reader that knows `filename*` takes the name exactly; the header is ASCII whatever the name."""
+    fallback = "".join(
+        char if " " <= char <= "~" and char not in '"\\%' else "_"
+        for char in unicodedata.normalize("NFKD", name)
+        if not unicodedata.combining(char)
+    )
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
 
 
 FILE_ID = re.compile(r"^file_[0-9a-f]{32}$")

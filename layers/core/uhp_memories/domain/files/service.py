@@ -13,18 +13,19 @@ from uhp_memories.domain.files.model import (
     FILE_MAX_BYTES,
     INLINE_MAX_BYTES,
     MEDIA_TYPE,
-    NAME_CHARS,
     UPLOAD_SECONDS,
     Content,
     FileNotFound,
     StoredFile,
     Upload,
     chain_key,
+    check_name,
     upload_key,
 )
 from uhp_memories.domain.files.ports import FileRepository, ObjectStore
 from uhp_memories.domain.model import Caller
 from uhp_memories.domain.ports import Ports
+from uhp_memories.domain.records.model import INCLUDE_VALUES
 
 
 class FileService:
@@ -102,16 +103,25 @@ class FileService:
         self._objects.delete_all_versions(upload_key(caller.tenant, file_id))
         self._files.hold(caller.tenant, file_id, memory_id, record_id)
 
-    def content(self, caller: Caller, memory_id: str, record_id: str, version: str | None) -> Content:
-        """A file record's bytes: of this version, or of another version of the same record."""
+    def content(
+        self, caller: Caller, memory_id: str, record_id: str, version: str | None, include: str = "active"
+    ) -> Content:
+        """A file record's bytes: of this version, or of another version of the same record. A forgotten
+        record leaves this read as it leaves get by id (§5.2): any version of a chain whose current
+        version is forgotten is not found unless `include=all` asks for history, whose bytes forget
+        keeps (erase is what removes them)."""
         records = self._ports.records
         access = self._ports.access(caller)
         # Only the native provider keeps files (§10): another provider's memory holds none to read.
         self._ports.providers.require_native(access.require(memory_id, "read"), "files")
+        if include not in INCLUDE_VALUES:
+            raise MemoryInvalid(f"include must be one of {list(INCLUDE_VALUES)}")
         record = records.get(caller.tenant, memory_id, record_id)
         if record is None:
             raise RecordNotFound(record_id)
         chain = [v for v in records.chain(caller.tenant, record.chain_id) if v.memory_id == memory_id]
+        if include == "active" and (chain[-1] if chain else record).status == "forgotten":
+            raise RecordNotFound(record_id)
         files = [v.content["file"] for v in chain if isinstance(v.content, dict) and "file" in v.content]
         if version is None:
             if not (isinstance(record.content, dict) and "file" in record.content):
@@ -142,8 +152,7 @@ class FileService:
 
     @staticmethod
     def _check(name: str, media_type: str, size: int) -> None:
-        if not name or len(name) > NAME_CHARS or "/" in name or "\\" in name:
-            raise MemoryInvalid(f"a file name is 1 to {NAME_CHARS} characters without slashes")
+        check_name(name)
         if not MEDIA_TYPE.match(media_type):
             raise MemoryInvalid("media_type must look like type/subtype")
         if not 0 <= size <= FILE_MAX_BYTES:

@@ -184,8 +184,8 @@ class Observed:
 
 @dataclass(frozen=True)
 class JobView:
-    """A job as one reader sees it: a derive job with the records it produced that the reader may read
-    (an erased one is gone); every other job as removal shows it."""
+    """A job as one reader sees it: a derive job with the records it produced that the reader may still
+    read (an erased one is gone; a forgotten one left this read, §5.2); every other job as removal shows it."""
 
     job: Job
     records: list[RecordView]

@@ -40,7 +40,8 @@ class EpisodeRecords(Protocol):
         ...
 
     def views(self, caller: Caller, memory_id: str, versions: Sequence[RecordVersion]) -> list[RecordView]:
-        """Versions of a memory as a reader of it sees them (read needed)."""
+        """Versions of a memory as a reader of it sees them (read needed), in a read that does not ask for
+        history: a forgotten record's versions are left out (§5.2)."""
         ...
 
 

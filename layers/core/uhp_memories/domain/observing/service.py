@@ -94,7 +94,8 @@ class ObserveService:
 
     def job(self, caller: Caller, memory_id: str, job_id: str) -> JobView:
         """A job of this memory (404 for another memory's, as for an unknown one). A derive job needs
-        read on its memory and shows the records it produced that the caller may read."""
+        read on its memory and shows the records it produced that the caller may read, as a read that
+        does not ask for history shows them: a forgotten record is left out, its id too (§5.2)."""
         job = self._removal.job(caller, memory_id, job_id)
         if job.kind != DERIVE:
             return JobView(job, [])

@@ -40,7 +40,8 @@ class ProviderRecall:
 @dataclass(frozen=True)
 class ProviderErase:
     """What an erase removed for good, and every copy it could not reach (§5.2: an empty list is a
-    guarantee): each {"record_id", "where", "reason", "until"}."""
+    guarantee): each {"record_id", "where", "reason", "until"}, every one a string (`until` a time, or
+    what ends the copy, when no time can be named)."""
 
     erased: list[str]
     unreachable: list[dict[str, Any]]
@@ -77,6 +78,11 @@ class RecordProvider(Protocol):
     def scan(self, memory: Memory, include: str, after: str | None) -> Iterator[tuple[str, RecordVersion]]:
         """The memory's records newest first, as (position, record), from after `after`; forgotten ones
         only with include="all"."""
+        ...
+
+    def every(self, memory: Memory) -> list[RecordVersion]:
+        """Every record of the memory, forgotten ones included, however many: what an erase must reach.
+        A listing (`scan`) may stop at the provider's own bound; this may not."""
         ...
 
     def revise(self, caller: Caller, memory: Memory, current: RecordVersion, revised: RecordVersion) -> RecordVersion:

@@ -184,7 +184,7 @@ class AbstainPolicy:
         return self.judge(request, hits, model_id, unmatched).abstain
 
 
-def _unmatched(index: RecallIndex, tenant: str, memory_id: str, words: list[str], **request: Any) -> list[str]:
+def unmatched_names(index: RecallIndex, tenant: str, memory_id: str, words: list[str], **request: Any) -> list[str]:
     """The names no record mentions; none when the index cannot say (a recall that found its
     results is not failed, nor abstained on, for the names check alone)."""
     try:

@@ -27,7 +27,7 @@ from uhp_memories.domain.model import Caller
 from uhp_memories.domain.overlap import IN_ORDER, Overlap, Pending
 from uhp_memories.domain.ports import Ports
 from uhp_memories.domain.providers.ports import RecordProvider
-from uhp_memories.domain.recall.abstain import AbstainPolicy, Judgement, _unmatched
+from uhp_memories.domain.recall.abstain import AbstainPolicy, Judgement, unmatched_names
 from uhp_memories.domain.recall.model import (
     NOTHING_ASKED,
     QUERY_NOT_EMBEDDED,
@@ -160,7 +160,7 @@ class RecallService:
             searched_for,
             [hit for _, hit in best],
             index.model_id,
-            unmatched=lambda words: _unmatched(
+            unmatched=lambda words: unmatched_names(
                 index, caller.tenant, memory.id, words, filters=flt, types=request.types,
                 include=request.include, as_of=instant, also=also,
             ),

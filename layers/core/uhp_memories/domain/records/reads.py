@@ -242,10 +242,11 @@ class RecordReads:
         return self.view(access, record) if record is not None else None
 
     def views(self, caller: Caller, memory_id: str, versions: Sequence[RecordVersion]) -> builtins.list[RecordView]:
-        """Versions of a memory as a reader of it sees them (read needed)."""
+        """Versions of a memory as a reader of it sees them (read needed), in a read that does not ask
+        for history: the versions of a forgotten record are left out, as get by id leaves them (§5.2)."""
         access = self._ports.access(caller)
         access.require(memory_id, "read")
-        return [self.view(access, v) for v in versions]
+        return [self.view(access, v) for v in versions if not self._chain_forgotten(caller, v)]
 
     def _resolve(self, access: AccessView, ref: dict[str, str]) -> dict[str, Any]:
         """A reference as this reader may see it: followable only with read on the target memory,

@@ -127,5 +127,5 @@ class RecordService:
         return self.reads.view(access, record)
 
     def views(self, caller: Caller, memory_id: str, versions: Sequence[RecordVersion]) -> builtins.list[RecordView]:
-        """Versions of a memory as a reader of it sees them (read needed)."""
+        """Versions of a memory as a reader of it sees them (read needed), a forgotten record's left out."""
         return self.reads.views(caller, memory_id, versions)

@@ -28,6 +28,7 @@ from uhp_memories.domain.limits import (
 )
 from uhp_memories.domain.memories.model import Memory
 from uhp_memories.domain.model import Caller
+from uhp_memories.domain.observing.model import DERIVED_FROM
 from uhp_memories.domain.ports import Ports
 from uhp_memories.domain.providers.ports import RecordProvider
 from uhp_memories.domain.records import lifecycle
@@ -315,11 +316,26 @@ class RecordWrites:
             raise MemoryInvalid("time.valid_to is before time.valid_from")
         if given.path is not None:
             _check_file(given)
-        if len(given.references) > REFERENCES_MAX:
-            raise MemoryInvalid(f"a record has at most {REFERENCES_MAX} references")
-        for ref in given.references:
-            if not ID_PATTERN.match(ref.get("memory_id", "")) or not ID_PATTERN.match(ref.get("record_id", "")):
-                raise MemoryInvalid("a reference names memory_id (hmem_...) and record_id (hrec_...)")
+        _check_references(given.references)
+
+
+def _check_references(references: Sequence[dict[str, str]]) -> None:
+    if len(references) > REFERENCES_MAX:
+        raise MemoryInvalid(f"a record has at most {REFERENCES_MAX} references")
+    seen: set[tuple[str, ...]] = set()
+    for ref in references:
+        if not ID_PATTERN.match(ref.get("memory_id", "")) or not ID_PATTERN.match(ref.get("record_id", "")):
+            raise MemoryInvalid("a reference names memory_id (hmem_...) and record_id (hrec_...)")
+        rel = ref.get("rel", "")
+        # A reference is given once. What a record is derived from is kept by record id alone (its reverse
+        # index: two derived_from one record wrote one item twice, a 500), whichever memory is named
+        # beside it; any other reference is one memory's record, which another memory's id does not name.
+        key = (rel, ref["record_id"]) if rel == DERIVED_FROM else (rel, ref["memory_id"], ref["record_id"])
+        if key in seen:
+            raise MemoryInvalid(
+                f"a record references {ref['record_id']} as {rel or 'related'} twice; send each reference once"
+            )
+        seen.add(key)
 
 
 def _as_seen(refused: PathConflict, reader: bool) -> PathConflict:

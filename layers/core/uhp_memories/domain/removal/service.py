@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from uhp_memories.domain.agents.model import require_person
 from uhp_memories.domain.errors import MemoryInvalid, RecordNotFound
 from uhp_memories.domain.files.model import chain_key, check_directory, held_file, upload_key
 from uhp_memories.domain.files.ports import FileRepository, ObjectStore
@@ -25,7 +26,7 @@ from uhp_memories.domain.memories.model import Memory
 from uhp_memories.domain.model import Caller
 from uhp_memories.domain.ports import Ports
 from uhp_memories.domain.providers.ports import RecordProvider
-from uhp_memories.domain.records.model import ID_PATTERN
+from uhp_memories.domain.records.model import ID_PATTERN, RecordVersion
 from uhp_memories.domain.removal.model import (
     MAX_CHAINS,
     ChainTarget,
@@ -69,10 +70,11 @@ class RemovalService:
         self, caller: Caller, memory_id: str, record_ids: list[str] | None, filters: Any, under: str | None = None
     ) -> Job:
         """Start an erase of named records (whole version chains), of the records a filter matches,
-        or of the files under a directory, and wait for it as long as a request may. Needs delete;
-        never an agent's tool."""
+        or of the files under a directory, and wait for it as long as a request may. Needs delete, and
+        a person's key (§13: never an agent's tool, nor a harness key's act)."""
         access = self._ports.access(caller)
         memory = access.require(memory_id, "delete")
+        require_person(caller, "erase")
         if [record_ids is not None, filters is not None, under is not None].count(True) != 1:
             raise MemoryInvalid("erase takes one of record_ids, filters or under")
         if under is not None:
@@ -98,11 +100,16 @@ class RemovalService:
         self, provider: RecordProvider, caller: Caller, memory: Memory, record_ids: list[str] | None, filters: Any,
         under: str | None,
     ) -> Job:
-        """Erase in another provider's memory, within the request: the provider removes what it keeps and
+        """Erase in another provider's memory, within the request: the named records, or those a filter
+        matches among every record the provider keeps (however many: `every`, never a listing's bound), and,
+        transitively, the records of that memory derived from them. The provider removes what it keeps and
         says what it could not reach; the answers this server kept that name an erased record go too. A
-        record derived from one in another memory is the provider's business (§5.1), not a chain here."""
+        record this server keeps that was derived from an erased one is reported unreachable, not erased:
+        this request runs no workflow, and that record is erased in its own memory."""
         if under is not None:
             self._ports.providers.require_native(memory, "files (erase under a directory)")
+        flt = None
+        targets: list[RecordVersion] = []
         if record_ids is not None:
             if not 1 <= len(record_ids) <= ERASE_NAMED_MAX:
                 raise MemoryInvalid(f"record_ids holds 1 to {ERASE_NAMED_MAX} ids")
@@ -113,7 +120,10 @@ class RemovalService:
             targets = [found for found in named if found is not None]
         else:
             flt = parse_filter(filters)
-            targets = [v for _, v in provider.scan(memory, "all", None) if matches(flt, v)]
+        everything = provider.every(memory)
+        if flt is not None:
+            targets = [v for v in everything if matches(flt, v)]
+        targets = _with_derived_within(memory.id, targets, everything)
         job = Job(tenant=caller.tenant, id=self._ports.ids.new("hjob_"), kind="erase", memory_id=memory.id,
                   status="running", requested_by=caller.principal, created_at=self._ports.clock.now_ms())
         self._jobs.start(job, hold_memory=False)
@@ -122,10 +132,26 @@ class RemovalService:
         result = {
             "erased": [{"id": rid, "memory_id": memory.id} for rid in done.erased],
             "erased_files": [],
-            "unreachable": [{"memory_id": memory.id, **u} for u in done.unreachable],
+            "unreachable": [{"memory_id": memory.id, **u} for u in done.unreachable]
+                           + self._derived_here(caller.tenant, done.erased),
         }
         finished = self._jobs.finish(caller.tenant, job.id, "completed", result, self._ports.clock.now_ms())
         return self.visible(caller, finished)
+
+    def _derived_here(self, tenant: str, erased: Sequence[str]) -> list[dict[str, Any]]:
+        """The versions of this server's own records derived from records another provider erased (the
+        reverse index every native write keeps), each a copy this erase could not remove."""
+        records = self._ports.records
+        found: list[dict[str, Any]] = []
+        for memory_id, chain_id in dict.fromkeys(records.derived_from(tenant, erased)):
+            found += [
+                {"record_id": version.id, "memory_id": memory_id, "where": "uhp_memories",
+                 "reason": "a record this server keeps was derived from an erased record of a memory another "
+                           "provider keeps; an erase there does not reach this server's records",
+                 "until": "it is erased in its own memory"}
+                for version in records.chain(tenant, chain_id) if version.memory_id == memory_id
+            ]
+        return found
 
     def delete_memory(self, caller: Caller, memory_id: str) -> Job:
         """Hide the subtree at once, then remove it in the delete workflow."""
@@ -147,8 +173,10 @@ class RemovalService:
         raise JobNotFound(job_id)
 
     def visible(self, caller: Caller, job: Job) -> Job:
-        """The job as this caller may see it: erased ids in memories it cannot see are counted,
-        not named."""
+        """The job as this caller may see it: erased ids in memories it cannot see are counted, not named,
+        and so are the copies of them the erase could not reach: one entry per place, with how many
+        (§5.2: an empty `unreachable` is a guarantee, so a copy the caller may not be shown is still
+        counted). A place is the stage's or the provider's, never the memory's: it names nothing hidden."""
         if job.kind != "erase" or "unreachable" not in job.result:
             return job
         access = self._ports.access(caller)
@@ -158,7 +186,16 @@ class RemovalService:
                 shown.append(entry)
             else:
                 hidden += 1
-        unreachable = [u for u in job.result.get("unreachable", []) if access.can_see(u["memory_id"])]
+        unreachable: list[dict[str, Any]] = []
+        counted: dict[tuple[str, str, str], int] = {}
+        for u in job.result.get("unreachable", []):
+            if u.get("memory_id") is None or access.can_see(u["memory_id"]):
+                unreachable.append(u)
+            else:
+                place = (u["where"], u["reason"], u["until"])
+                counted[place] = counted.get(place, 0) + int(u.get("count", 1))
+        unreachable += [{"record_id": None, "count": n, "where": where, "reason": reason, "until": until}
+                        for (where, reason, until), n in counted.items()]
         result = {**job.result, "erased": shown, "erased_elsewhere": hidden, "unreachable": unreachable}
         return Job(**{**job.__dict__, "result": result})
 
@@ -321,3 +358,22 @@ class RemovalService:
         return self._jobs.finish(tenant, job_id, "completed", {"deleted": True}, self._ports.clock.now_ms())
 
 
+def _with_derived_within(
+    memory_id: str, targets: Sequence[RecordVersion], everything: Sequence[RecordVersion]
+) -> list[RecordVersion]:
+    """The targets and, transitively, every record of `everything` (one memory's) with a `derived_from`
+    reference to one of them in that memory: what an erase there removes (§5.2, "and from what was
+    derived from it")."""
+    chosen = {v.id: v for v in targets}
+    grew = True
+    while grew:
+        grew = False
+        for version in everything:
+            if version.id not in chosen and any(
+                ref.get("rel") == "derived_from" and ref.get("memory_id") == memory_id
+                and ref.get("record_id") in chosen
+                for ref in version.references
+            ):
+                chosen[version.id] = version
+                grew = True
+    return list(chosen.values())

@@ -34,11 +34,8 @@ REQUIRES = ("read", "write")
 
 # Registering a type is a tenant administrator's act: a key of the tenant in this group
 # (`uhp-memories keys create --groups group:admins`). A harness's key never is one, whatever its
-# groups: nothing an agent does widens what records may be.
+# groups: nothing an agent does widens what records may be (domain/agents/model.py, is_tenant_admin).
 TENANT_ADMIN_GROUP = "group:admins"
-
-
-AGENT_PREFIX = "harness:"
 
 
 MAX_OPERATIONS = 16

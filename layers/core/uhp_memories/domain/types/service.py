@@ -36,13 +36,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from uhp_memories.domain.agents.model import is_tenant_admin
 from uhp_memories.domain.errors import MemoryConflict, MemoryForbidden, MemoryInvalid
 from uhp_memories.domain.model import Caller
 from uhp_memories.domain.ports import Ports
 from uhp_memories.domain.records.model import CORE_TYPES
 from uhp_memories.domain.timefmt import parse_instant
 from uhp_memories.domain.types.model import (
-    AGENT_PREFIX,
     EXTENSION_PREFIX,
     MAX_DEFINITION_BYTES,
     MAX_DESCRIPTION_CHARS,
@@ -231,7 +231,7 @@ class TypeService:
         """Define or replace a tenant's type: a new version, validated whole before anything is written.
         Records already written keep their attributes; they are validated against the new version when
         next revised."""
-        if caller.principal.startswith(AGENT_PREFIX) or TENANT_ADMIN_GROUP not in caller.groups:
+        if not is_tenant_admin(caller):
             raise MemoryForbidden(f"tenant administration (a key in {TENANT_ADMIN_GROUP})")
         if not TYPE_NAME.match(type_name) or len(type_name) > 100:
             raise MemoryInvalid("an extension type is named x.<name>, e.g. x.crm.deal: lowercase words after x.")
