@@ -20,7 +20,7 @@ STAGE ?= dev
 export CDK_DISABLE_CLI_TELEMETRY := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
 
-.PHONY: dev harness test opensearch lint typecheck openapi bench bench-recall clean synth diff deploy .venv-bench
+.PHONY: dev harness test test-fast opensearch lint typecheck openapi bench bench-recall clean synth diff deploy .venv-bench
 
 # Two installs into one venv: `make dev` needs only the `local` extra (the server); `make test` and
 # the other targets need `dev` (which holds `local`, the CDK app, the harness client and the tools).
@@ -78,6 +78,12 @@ test: $(STAMP) opensearch
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+# The fast lane for the inner loop: every test not marked `slow` (@pytest.mark.slow), under 5 minutes on a
+# 2-core machine where the whole suite takes 16-25. Every test that needs the OpenSearch node is slow, so
+# this lane neither assembles nor starts one. No ruff, no mypy: `make test` (what CI runs) runs everything.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
 
 # The OpenSearch 2.19 node the tests start (tests/opensearch_node.py): fetched with mvn from Maven Central
 # and assembled into .opensearch/ (git-ignored) when it is missing, ~40 s; at once when it is there.

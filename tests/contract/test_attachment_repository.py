@@ -21,6 +21,7 @@ def replace_as_read(repos: Repositories, tenant: str, harness_id: str, attachmen
                               as_read=repos.attachments.get_list(tenant, harness_id))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stale", ["another list", "no list"])
 def test_replace_of_a_list_changed_since_it_was_read_raises_and_writes_nothing(
     repos: Repositories, stale: str
@@ -95,6 +96,7 @@ def test_entries_without_grants_need_no_live_memory(repos: Repositories) -> None
     assert repos.attachments.get(ACME, HARNESS) == [Attachment(gone.id, "read")]
 
 
+@pytest.mark.slow
 def test_lists_are_kept_per_harness_and_per_tenant(repos: Repositories) -> None:
     ours, theirs = add(repos, 1), add(repos, 1, tenant=GLOBEX)
     replace_as_read(repos, ACME, HARNESS, [Attachment(ours.id, "read")], [])

@@ -23,6 +23,8 @@ from uhp_memories.domain.records.model import RecordInput
 from uhp_memories.domain.records.service import RecordService
 from uhp_memories.local.hashing import HashingEmbedder
 
+pytestmark = pytest.mark.slow
+
 ALICE, MALLORY = caller("user:alice"), caller("user:mallory")
 OTHER_TENANT = caller("user:alice", tenant="globex")
 BACKENDS = ["opensearch-fake", "opensearch"]

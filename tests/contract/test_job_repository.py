@@ -49,6 +49,7 @@ def test_finish_records_the_outcome_releases_the_memory_and_answers_the_job(repo
     assert repos.jobs.holds(ACME, m.id) is False
 
 
+@pytest.mark.slow
 def test_finish_is_idempotent(repos: Repositories) -> None:
     m = add(repos, 1)
     repos.jobs.start(job(1, m.id), hold_memory=True)

@@ -36,6 +36,7 @@ def test_create_then_get_returns_the_memory_as_written(repos: Repositories) -> N
     assert repos.memories.get(ACME, mid(99)) is None
 
 
+@pytest.mark.slow
 def test_empty_and_absent_fields_round_trip(repos: Repositories) -> None:
     bare = memory(1).evolve(description="")
     repos.memories.create(bare, creator_grant(bare))
@@ -51,6 +52,7 @@ def test_create_writes_the_creators_grant(repos: Repositories) -> None:
     assert repos.memories.grants_of(ACME, ["user:alice"]) == [creator_grant(root)]
 
 
+@pytest.mark.slow
 def test_children_are_the_direct_children_oldest_first(repos: Repositories) -> None:
     add(repos, 1)
     add(repos, 5, parent=1, created_at=30)
@@ -103,6 +105,7 @@ def test_update_keeps_the_record_count(repos: Repositories) -> None:
     assert stored.record_count == 1
 
 
+@pytest.mark.slow
 def test_update_moves_a_memory_between_parents_and_to_the_root(repos: Repositories) -> None:
     a = add(repos, 1)
     b = add(repos, 2)
@@ -126,6 +129,7 @@ def test_update_moves_a_memory_between_parents_and_to_the_root(repos: Repositori
     assert ids(repos.memories.children(ACME, a.id)) == [x.id]
 
 
+@pytest.mark.slow
 def test_update_fails_when_the_parent_is_no_longer_the_expected_one(repos: Repositories) -> None:
     a = add(repos, 1)
     b = add(repos, 2)
@@ -138,6 +142,7 @@ def test_update_fails_when_the_parent_is_no_longer_the_expected_one(repos: Repos
     assert ids(repos.memories.children(ACME, a.id)) == [x.id]
 
 
+@pytest.mark.slow
 def test_update_fails_when_a_node_of_the_parent_chain_moved(repos: Repositories) -> None:
     """Two concurrent moves: x under c (read while c sat under b), while c moves under x."""
     add(repos, 1)
@@ -153,6 +158,7 @@ def test_update_fails_when_a_node_of_the_parent_chain_moved(repos: Repositories)
     assert repos.memories.get(ACME, c.id).parent_id == x.id
 
 
+@pytest.mark.slow
 def test_update_fails_when_a_higher_node_of_the_chain_moved(repos: Repositories) -> None:
     a = add(repos, 1)
     b = add(repos, 2, parent=1)
@@ -196,6 +202,7 @@ def test_update_of_a_memory_being_deleted_or_missing_fails(repos: Repositories, 
 # -- MemoryRepository: grants --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_grants_on_a_memory_oldest_first(repos: Repositories) -> None:
     root = add(repos, 1)
     later = grant(2, root.id, "group:sales", privileges=("read", "write"), created_at=50)
@@ -226,6 +233,7 @@ def test_grants_of_finds_every_grant_of_any_of_the_principals(repos: Repositorie
     assert repos.memories.grants_of(ACME, []) == []
 
 
+@pytest.mark.slow
 def test_get_with_grants_reads_the_memory_and_every_grant_on_it_and_nothing_else(repos: Repositories) -> None:
     a = add(repos, 1)
     b = add(repos, 2, parent=1)
@@ -284,6 +292,7 @@ def test_mark_deleting_hides_memories_at_once(repos: Repositories) -> None:
     assert repos.memories.get(ACME, mid(99)) is None
 
 
+@pytest.mark.slow
 def test_purge_removes_the_memory_and_its_grants(repos: Repositories) -> None:
     a = add(repos, 1)
     b = add(repos, 2, parent=1)

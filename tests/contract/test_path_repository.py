@@ -63,6 +63,7 @@ def refused(error: pytest.ExceptionInfo[PathConflict]) -> list[Conflict]:
 # -- one current file per path -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_create_claims_the_path_and_a_second_create_on_it_is_refused(repos: Repositories) -> None:
     m = add(repos, 1)
     a = create(repos, 1, m.id, "prefs/lang.md", TEXT)
@@ -94,6 +95,7 @@ def test_a_record_without_a_path_holds_none_and_journals_nothing(repos: Reposito
     assert repos.paths.head(ACME, m.id) == JournalHead(FIRST_EPOCH, 0)
 
 
+@pytest.mark.slow
 def test_revise_keeps_the_path_and_changes_its_holder(repos: Repositories) -> None:
     m = add(repos, 1)
     a = create(repos, 1, m.id, "a.md", "one")
@@ -107,6 +109,7 @@ def test_revise_keeps_the_path_and_changes_its_holder(repos: Repositories) -> No
     assert repos.memories.get(ACME, m.id).record_count == 1
 
 
+@pytest.mark.slow
 def test_move_frees_the_old_path_and_claims_the_new(repos: Repositories) -> None:
     m = add(repos, 1)
     a = create(repos, 1, m.id, "a.md", "one")
@@ -118,6 +121,7 @@ def test_move_frees_the_old_path_and_claims_the_new(repos: Repositories) -> None
     assert holder(repos, m.id, "a.md") == again.id
 
 
+@pytest.mark.slow
 def test_move_onto_a_held_path_is_refused_and_changes_nothing(repos: Repositories) -> None:
     m = add(repos, 1)
     a = create(repos, 1, m.id, "a.md", "one")
@@ -132,6 +136,7 @@ def test_move_onto_a_held_path_is_refused_and_changes_nothing(repos: Repositorie
     assert repos.paths.head(ACME, m.id) == head
 
 
+@pytest.mark.slow
 def test_forget_frees_the_path(repos: Repositories) -> None:
     m = add(repos, 1)
     a = create(repos, 1, m.id, "a.md", "one")
@@ -142,6 +147,7 @@ def test_forget_frees_the_path(repos: Repositories) -> None:
     assert holder(repos, m.id, "a.md") == again.id
 
 
+@pytest.mark.slow
 def test_reopen_claims_the_path_back_unless_another_file_holds_it(repos: Repositories) -> None:
     m = add(repos, 1)
     a = create(repos, 1, m.id, "a.md", "one")
@@ -164,6 +170,7 @@ def test_reopen_claims_the_path_back_unless_another_file_holds_it(repos: Reposit
     assert journal(repos, m.id)[-1] == PathChange(repos.paths.head(ACME, m.id).seq, "a.md", back.id)
 
 
+@pytest.mark.slow
 def test_the_same_path_in_two_memories_or_tenants_is_two_files(repos: Repositories) -> None:
     m, other = add(repos, 1), add(repos, 2)
     theirs = add(repos, 1, tenant=GLOBEX)
@@ -181,6 +188,7 @@ def test_the_same_path_in_two_memories_or_tenants_is_two_files(repos: Repositori
 # -- the read set ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_conditions_that_hold_let_the_write_through(repos: Repositories) -> None:
     m = add(repos, 1)
     rules = create(repos, 1, m.id, "rules.md", "reply in English")
@@ -195,6 +203,7 @@ def test_conditions_that_hold_let_the_write_through(repos: Repositories) -> None
     assert repos.records.get(ACME, m.id, plain.id) == plain
 
 
+@pytest.mark.slow
 def test_every_failing_condition_is_listed_and_nothing_is_written(repos: Repositories) -> None:
     m = add(repos, 1)
     rules = create(repos, 1, m.id, "rules.md", "reply in English")
@@ -252,6 +261,7 @@ def test_failed_conditions_and_a_taken_path_are_listed_together(repos: Repositor
     assert refused(error) == [Conflict("c.md", "condition", None), Conflict("b.md", "path_taken", b.id)]
 
 
+@pytest.mark.slow
 def test_a_condition_on_the_writes_own_path_joins_that_path_s_condition(repos: Repositories) -> None:
     m = add(repos, 1)
     a = create(repos, 1, m.id, "a.md", "one", (PathCondition("a.md", None),))
@@ -280,6 +290,7 @@ def test_a_condition_on_the_writes_own_path_joins_that_path_s_condition(repos: R
     assert (holder(repos, m.id, "a.md"), holder(repos, m.id, "new.md")) == (None, moved.id)
 
 
+@pytest.mark.slow
 def test_a_stale_version_is_refused_as_such_before_its_conditions(repos: Repositories) -> None:
     m = add(repos, 1)
     a = create(repos, 1, m.id, "a.md")
@@ -298,6 +309,7 @@ def test_a_stale_version_is_refused_as_such_before_its_conditions(repos: Reposit
 # -- the change journal ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_journal_advances_by_one_per_changed_path(repos: Repositories) -> None:
     m = add(repos, 1)
     assert repos.paths.head(ACME, m.id) == JournalHead(FIRST_EPOCH, 0)
@@ -320,6 +332,7 @@ def test_the_journal_advances_by_one_per_changed_path(repos: Repositories) -> No
     assert repos.paths.changes(ACME, m.id, 6, 6) == []
 
 
+@pytest.mark.slow
 def test_clear_journal_starts_a_new_epoch_without_entries(repos: Repositories) -> None:
     m = add(repos, 1)
     a = create(repos, 1, m.id, "a.md")
@@ -343,6 +356,7 @@ def test_clear_journal_starts_a_new_epoch_without_entries(repos: Repositories) -
     assert journal(repos, fresh.id) == []
 
 
+@pytest.mark.slow
 def test_erase_chain_frees_the_path_and_clears_the_journal(repos: Repositories) -> None:
     m = add(repos, 1)
     doomed = create(repos, 1, m.id, "gone/a.md", "secret")
@@ -374,6 +388,7 @@ def test_release_frees_only_the_paths_the_chain_holds(repos: Repositories) -> No
     assert holder(repos, m.id, "b.md") == b.id
 
 
+@pytest.mark.slow
 def test_purge_memory_removes_its_paths_and_journal(repos: Repositories) -> None:
     m, keep = add(repos, 1), add(repos, 2)
     create(repos, 1, m.id, "a.md")
@@ -390,6 +405,7 @@ def test_purge_memory_removes_its_paths_and_journal(repos: Repositories) -> None
 # -- the listing -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_entries_page_in_path_order_under_a_directory(repos: Repositories) -> None:
     m = add(repos, 1)
     # '-' < '.' < '/' in UTF-8, and "ä" (two bytes) after every ASCII letter: byte order, not "natural".

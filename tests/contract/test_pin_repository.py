@@ -42,6 +42,7 @@ def test_replace_on_a_memory_going_or_gone_raises_tree_changed_and_writes_nothin
     assert repos.pins.get(ACME, mid(1)) == []
 
 
+@pytest.mark.slow
 def test_a_memorys_purge_removes_its_pins_and_the_memory_still_reads(repos: Repositories) -> None:
     m, keep = add(repos, 1), add(repos, 2)
     repos.pins.replace(ACME, m.id, [pin(1)])

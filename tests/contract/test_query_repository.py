@@ -85,6 +85,7 @@ def test_put_on_a_memory_going_or_gone_raises_tree_changed_and_writes_nothing(
     assert repos.queries.list(ACME, mid(1)) == []
 
 
+@pytest.mark.slow
 def test_a_memorys_purge_removes_its_queries(repos: Repositories) -> None:
     m, keep = add(repos, 1), add(repos, 2)
     repos.queries.put(named(m.id, "q"))
@@ -97,6 +98,7 @@ def test_a_memorys_purge_removes_its_queries(repos: Repositories) -> None:
     assert repos.queries.list(ACME, keep.id) == [kept]
 
 
+@pytest.mark.slow
 def test_tenants_are_isolated_even_with_the_same_ids(repos: Repositories) -> None:
     add(repos, 1)
     ours = named(mid(1), "q", description="ours")

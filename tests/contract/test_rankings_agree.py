@@ -201,6 +201,7 @@ def _same_up_to_ties(expected: list[Hit], got: list[Hit]) -> bool:
     return same
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(REQUESTS))
 def test_every_adapter_ranks_as_the_embedded_engine(embedded: SearchIndex, other: SearchIndex, name: str) -> None:
     expected = rank(embedded, ask(name))
@@ -284,6 +285,7 @@ def wide(request: pytest.FixtureRequest) -> Iterator[tuple[SearchIndex, SearchIn
     reference.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("read", ["whole", "around each centre"])
 @pytest.mark.parametrize("fields", [
     {"text": LANTERN},

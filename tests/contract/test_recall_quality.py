@@ -92,6 +92,7 @@ def index(request: pytest.FixtureRequest) -> Iterator[SearchIndex]:
     client.indices.delete(index=name, ignore=[404])
 
 
+@pytest.mark.slow
 def test_an_episode_is_lifted_by_the_turn_before_it(index: SearchIndex) -> None:
     index.index(conversation())
     request = {"text": "did they see the old lighthouse on the cape together"}
@@ -104,6 +105,7 @@ def test_an_episode_is_lifted_by_the_turn_before_it(index: SearchIndex) -> None:
     assert all(0 < h.score <= 1 for h in hits)
 
 
+@pytest.mark.slow
 def test_context_never_returns_a_document_without_a_signal_of_its_own(index: SearchIndex) -> None:
     index.index(conversation())
     found = set(ids(rank(index, ask(text="lighthouse together", limit=100))))
@@ -111,12 +113,14 @@ def test_context_never_returns_a_document_without_a_signal_of_its_own(index: Sea
     assert found == {rid(20), rid(21), rid(10)}
 
 
+@pytest.mark.slow
 def test_records_other_than_episodes_are_read_alone(index: SearchIndex) -> None:
     index.index(conversation(type="fact"))
     hits = ids(rank(index, ask(text="when did they see the lighthouse together")))
     assert hits.index(rid(10)) < hits.index(rid(21))
 
 
+@pytest.mark.slow
 def test_a_neighbour_the_filter_excludes_lifts_nothing(index: SearchIndex) -> None:
     index.index(conversation())
     bob = {"field": "attributes.speaker", "op": "eq", "value": "bob"}
@@ -125,6 +129,7 @@ def test_a_neighbour_the_filter_excludes_lifts_nothing(index: SearchIndex) -> No
     assert all(CONTEXT not in h.why for h in hits)
 
 
+@pytest.mark.slow
 def test_the_window_counts_only_the_episodes_the_request_admits(index: SearchIndex) -> None:
     """Between a question and its answer, two turns of another speaker: with a filter on the
     speaker they are skipped (the answer is next to its question), without one they are a gap."""
@@ -144,6 +149,7 @@ def test_the_window_counts_only_the_episodes_the_request_admits(index: SearchInd
     assert everyone.index(rid(10)) < everyone.index(rid(21))  # three places back: out of the window
 
 
+@pytest.mark.slow
 def test_the_log_follows_write_order_through_late_writes_and_erase(index: SearchIndex) -> None:
     question = doc(20, "alice: did you ever see the old lighthouse on the cape", written=1)
     answer = doc(21, "bob: yes we went there together last summer", written=1)
@@ -158,6 +164,7 @@ def test_the_log_follows_write_order_through_late_writes_and_erase(index: Search
     assert ids(rank(index, request))[:2] == [rid(10), rid(21)]
 
 
+@pytest.mark.slow
 def test_a_document_the_words_found_is_scored_by_meaning_too(index: SearchIndex) -> None:
     index.index([
         doc(1, "acme renewal march", written=1, type="fact"),
@@ -171,6 +178,7 @@ def test_a_document_the_words_found_is_scored_by_meaning_too(index: SearchIndex)
     assert by_id[rid(2)].signals["query"] > 0
 
 
+@pytest.mark.slow
 def test_relative_fusion_scores_a_first_place_everywhere_as_one(index: SearchIndex) -> None:
     index.index([doc(1, "acme renewal", written=1, type="fact"), doc(2, "acme", written=2, type="fact")])
     hits = rank(index, ask(query="acme renewal", text="acme renewal"))
@@ -179,6 +187,7 @@ def test_relative_fusion_scores_a_first_place_everywhere_as_one(index: SearchInd
     assert 0 < hits[1].score < 1
 
 
+@pytest.mark.slow
 def test_reciprocal_rank_fusion_is_still_there(index: SearchIndex) -> None:
     index.index([doc(1, "acme renewal", written=1, type="fact"), doc(2, "acme", written=2, type="fact")])
     rrf = Fusion(method="rrf", k=60.0, context_weight=0.0)

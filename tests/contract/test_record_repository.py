@@ -64,6 +64,7 @@ def test_append_first_to_a_memory_going_or_gone_raises_tree_changed(repos: Repos
         assert repos.memories.get(ACME, mid(1)).record_count == 0
 
 
+@pytest.mark.slow
 def test_append_revision_closes_the_previous_and_writes_the_revision(repos: Repositories) -> None:
     m = add(repos, 1)
     v1 = first(1, m.id, 10)
@@ -153,6 +154,7 @@ def test_close_of_a_superseded_version_raises_stale_and_writes_nothing(repos: Re
     assert repos.memories.get(ACME, m.id).record_count == 1
 
 
+@pytest.mark.slow
 def test_chain_is_every_version_oldest_first(repos: Repositories) -> None:
     m = add(repos, 1)
     current = first(1, m.id, 10)
@@ -168,6 +170,7 @@ def test_chain_is_every_version_oldest_first(repos: Repositories) -> None:
     assert repos.records.chain(ACME, rid(55)) == []
 
 
+@pytest.mark.slow
 def test_get_many_reads_the_versions_of_one_memory_found_among_the_ids(repos: Repositories) -> None:
     m, other = add(repos, 1), add(repos, 2)
     v1 = first(1, m.id, 10)
@@ -216,6 +219,7 @@ def test_reopen_makes_a_forgotten_record_current_again_and_counts_it(repos: Repo
     assert repos.memories.get(ACME, m.id).record_count == 1
 
 
+@pytest.mark.slow
 def test_reopen_of_a_record_not_forgotten_or_reopened_already_raises_stale(repos: Repositories) -> None:
     m = add(repos, 1)
     active = first(1, m.id, 10)
@@ -261,6 +265,7 @@ def drain(pairs) -> tuple[list[str], list[str]]:
     return positions, found
 
 
+@pytest.mark.slow
 def test_scan_active_is_current_active_versions_newest_first_and_resumable(repos: Repositories) -> None:
     m = add(repos, 1)
     records = [first(i, m.id, 10 * i) for i in range(1, 8)]
@@ -278,6 +283,7 @@ def test_scan_active_is_current_active_versions_newest_first_and_resumable(repos
     assert repos.memories.get(ACME, m.id).record_count == 6
 
 
+@pytest.mark.slow
 def test_active_after_is_current_active_versions_oldest_first_from_a_position(repos: Repositories) -> None:
     m = add(repos, 1)
     records = [first(i, m.id, 10 * i) for i in range(1, 8)]
@@ -293,6 +299,7 @@ def test_active_after_is_current_active_versions_oldest_first_from_a_position(re
         assert rest == found[k + 1:]
 
 
+@pytest.mark.slow
 def test_scan_versions_is_every_version_newest_first_and_resumable(repos: Repositories) -> None:
     m = add(repos, 1)
     v1 = first(1, m.id, 10)
@@ -382,6 +389,7 @@ def test_a_snapshot_of_a_memory_going_or_gone_raises_tree_changed(repos: Reposit
     assert repos.records.list_snapshots(ACME, mid(1)) == []
 
 
+@pytest.mark.slow
 def test_purge_memory_removes_every_version_and_snapshot_of_that_memory_only(repos: Repositories) -> None:
     m = add(repos, 1)
     keep = add(repos, 2)
@@ -412,6 +420,7 @@ def test_purge_memory_removes_every_version_and_snapshot_of_that_memory_only(rep
 # -- tenants -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_tenants_are_isolated_even_with_the_same_ids(repos: Repositories) -> None:
     ours_root = add(repos, 1, name="ours")
     ours_child = add(repos, 2, parent=1, name="ours child")
@@ -490,6 +499,7 @@ def derived(n: int, memory_id: str, written: int, source: RecordVersion) -> Reco
     return record.evolve(references=({"rel": "derived_from", "memory_id": source.memory_id, "record_id": source.id},))
 
 
+@pytest.mark.slow
 def test_derived_from_finds_records_derived_from_any_version_across_memories(repos: Repositories) -> None:
     m, other = add(repos, 1), add(repos, 2)
     source = first(1, m.id, 10)
@@ -545,6 +555,7 @@ def test_append_derived_to_a_memory_being_deleted_raises_tree_changed(repos: Rep
     assert repos.records.get(ACME, m.id, rid(2)) is None
 
 
+@pytest.mark.slow
 def test_erase_chain_removes_every_version_uncounts_once_and_is_idempotent(repos: Repositories) -> None:
     m, other = add(repos, 1), add(repos, 2)
     source = first(1, m.id, 10)

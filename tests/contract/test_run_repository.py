@@ -69,6 +69,7 @@ def test_save_replaces_the_run(repos: Repositories) -> None:
     assert repos.jobs.holds(ACME, m.id) is False
 
 
+@pytest.mark.slow
 def test_list_is_the_memorys_runs_by_id(repos: Repositories) -> None:
     m, other = add(repos, 1), add(repos, 2)
     for n in (3, 1, 2):
@@ -93,6 +94,7 @@ def test_start_on_a_memory_going_or_gone_raises_tree_changed_and_writes_nothing(
     assert repos.jobs.holds(ACME, mid(1)) is False
 
 
+@pytest.mark.slow
 def test_a_memorys_purge_removes_its_runs_and_their_hold(repos: Repositories) -> None:
     m, keep = add(repos, 1), add(repos, 2)
     repos.runs.start(run(1, m.id))
@@ -106,6 +108,7 @@ def test_a_memorys_purge_removes_its_runs_and_their_hold(repos: Repositories) ->
     assert repos.jobs.holds(ACME, keep.id) is True
 
 
+@pytest.mark.slow
 def test_tenants_are_isolated_even_with_the_same_ids(repos: Repositories) -> None:
     add(repos, 1)
     ours = run(1, mid(1))

@@ -33,6 +33,8 @@ from uhp_memories.domain.records.model import RecordVersion
 from uhp_memories.domain.timefmt import format_ms
 from uhp_memories.local.hashing import HashingEmbedder
 
+pytestmark = pytest.mark.slow
+
 EMBEDDER = HashingEmbedder(64)
 TENANT, OTHER_TENANT = "acme", "globex"
 MEMORY, OTHER_MEMORY = "hmem_" + "a" * 32, "hmem_" + "b" * 32

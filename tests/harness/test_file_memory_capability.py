@@ -23,7 +23,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 from tests.harness.conftest import OpenFiles
 from tests.integration.conftest import Client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 PREFS = "prefs.md"
 TEA_AND_ENGLISH = "likes tea\nreply in English\n"

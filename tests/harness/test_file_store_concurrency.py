@@ -22,6 +22,8 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from uhp_memories.harness import open_file_store
 
+pytestmark = pytest.mark.slow
+
 if TYPE_CHECKING:
     from tests.harness.conftest import Stage
     from tests.integration.conftest import Client

@@ -80,6 +80,7 @@ async def nothing_changed(store: FileStore, cursor: str) -> bool:
 # -- creating and reading -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_created_file_reads_and_lists_at_the_version_the_write_returned(store: FileStore) -> None:
     tea = await create(store, "prefs/tea.md")
     lang = await create(store, "prefs/lang.md", FRONTMATTER)
@@ -162,6 +163,7 @@ async def test_a_write_expecting_a_version_nothing_has_is_a_version_mismatch(sto
         assert error.current == FileText("tea.md", TEA, tea)
 
 
+@pytest.mark.slow
 async def test_a_stale_dependency_is_a_read_conflict_and_nothing_is_written(store: FileStore) -> None:
     lang = await create(store, "lang.md", "reply in English\n")
     tea = await create(store, "tea.md")
@@ -272,6 +274,7 @@ async def test_a_move_onto_an_existing_file_is_already_exists_with_that_file(sto
     await refused("already_exists", store.move("tea.md", "tea.md", expected=tea, origin=ORIGIN))
 
 
+@pytest.mark.slow
 async def test_a_move_at_a_stale_version_is_a_version_mismatch(store: FileStore) -> None:
     first = await create(store, "tea.md")
     second = await store.write("tea.md", "likes coffee\n", expected=first, origin=ORIGIN)
@@ -307,6 +310,7 @@ async def test_a_move_with_a_stale_dependency_is_a_read_conflict(store: FileStor
     assert await store.read("tea.md") == FileText("tea.md", TEA, tea)
 
 
+@pytest.mark.slow
 async def test_a_delete_at_a_stale_version_is_refused_then_at_the_current_one_removes_the_file(
     store: FileStore,
 ) -> None:
@@ -365,6 +369,7 @@ async def test_unclosed_frontmatter_is_an_invalid_file(store: FileStore) -> None
     await refused("invalid_file", store.write("a.md", "---\ndescription: x\n", expected=None, origin=ORIGIN))
 
 
+@pytest.mark.slow
 async def test_purge_removes_every_file(store: FileStore) -> None:
     for path in ("a.md", "b/c.md", "b/d/e.md"):
         await create(store, path)
@@ -393,6 +398,7 @@ async def test_the_directory_store_answers_any_change_with_a_full_resync(tmp_pat
     assert isinstance(await store.changes(start.cursor), FullResync)
 
 
+@pytest.mark.slow
 async def test_our_changes_list_exactly_the_paths_changed_after_a_cursor(ours: Any) -> None:
     tea = await create(ours, "tea.md")
     lang = await create(ours, "lang.md", "reply in English\n")
@@ -419,6 +425,7 @@ async def test_our_changes_list_exactly_the_paths_changed_after_a_cursor(ours: A
     assert await nothing_changed(ours, changed.cursor)
 
 
+@pytest.mark.slow
 async def test_a_cursor_our_memory_did_not_give_is_a_full_resync_with_a_fresh_cursor(ours: Any) -> None:
     await create(ours, "tea.md")
 
@@ -428,6 +435,7 @@ async def test_a_cursor_our_memory_did_not_give_is_a_full_resync_with_a_fresh_cu
         assert await nothing_changed(ours, resync.cursor)
 
 
+@pytest.mark.slow
 async def test_after_a_purge_an_earlier_cursor_is_a_full_resync(ours: Any) -> None:
     await create(ours, "tea.md")
     before = await ours.changes(None)
@@ -440,6 +448,7 @@ async def test_after_a_purge_an_earlier_cursor_is_a_full_resync(ours: Any) -> No
 # -- ours only: the read set's bound, search ------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_read_set_as_large_as_the_harness_keeps_is_checked_and_a_larger_one_refused(ours: Any) -> None:
     # a13n-harness tracks up to 2,048 files a conversation saw and sends them all with each write.
     read_set: dict[str, str | None] = {f"seen/{n}.md": None for n in range(2048)}
@@ -451,6 +460,7 @@ async def test_a_read_set_as_large_as_the_harness_keeps_is_checked_and_a_larger_
     await refused("not_found", ours.read("b.md"))
 
 
+@pytest.mark.slow
 async def test_a_read_set_naming_the_target_at_the_expected_version_is_the_targets_own_check(ours: Any) -> None:
     """DirectoryFileStore checks the read set first and calls this a read_conflict; ours reports the target's
     version_mismatch, so the harness's write loop rereads the file (and then finds the read set stale)."""
@@ -466,10 +476,12 @@ async def test_a_read_set_naming_the_target_at_the_expected_version_is_the_targe
     )
 
 
+@pytest.mark.slow
 async def test_ours_is_a_searchable_store(ours: Any) -> None:
     assert isinstance(ours, SearchableFileStore)
 
 
+@pytest.mark.slow
 async def test_search_matches_lines_literally_ignoring_case_unless_told(ours: Any) -> None:
     tea = await create(ours, "prefs/tea.md", "Likes tea.\nreply in English\nTEA time: 5pm\n")
     await create(ours, "notes/a.md", "nothing here\nlikes t.a\n")
@@ -488,6 +500,7 @@ async def test_search_matches_lines_literally_ignoring_case_unless_told(ours: An
     assert [(m.path, m.line) for m in matches] == [("notes/a.md", 2), ("prefs/tea.md", 1), ("prefs/tea.md", 2)]
 
 
+@pytest.mark.slow
 async def test_search_under_a_directory_and_up_to_a_limit(ours: Any) -> None:
     for n in range(3):
         await create(ours, f"logs/{n}.md", "tea\ntea\n")
@@ -504,6 +517,7 @@ async def test_search_under_a_directory_and_up_to_a_limit(ours: Any) -> None:
     await refused("invalid_path", ours.search("tea", regex=False, case_sensitive=False, path="logs", limit=5))
 
 
+@pytest.mark.slow
 async def test_search_refuses_a_pattern_re2_cannot_compile(ours: Any) -> None:
     await create(ours, "tea.md")
     for pattern in ("(unclosed", r"(a)\1", "(?=tea)"):
@@ -512,6 +526,7 @@ async def test_search_refuses_a_pattern_re2_cannot_compile(ours: Any) -> None:
     assert await ours.search("(unclosed", regex=False, case_sensitive=False, path="", limit=5) == ([], False)
 
 
+@pytest.mark.slow
 async def test_a_catastrophic_pattern_answers(ours: Any) -> None:
     line = "a" * 20_000 + "b"
     await create(ours, "long.md", f"{line}\naaaa\n")
@@ -524,6 +539,7 @@ async def test_a_catastrophic_pattern_answers(ours: Any) -> None:
 # -- ours only: who may do what, and answers that never came ----------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_key_that_cannot_see_the_memory_finds_it_deleted(
     memory: str, make_client: ClientFactory, open_files: OpenFiles
 ) -> None:
@@ -533,6 +549,7 @@ async def test_a_key_that_cannot_see_the_memory_finds_it_deleted(
         await refused("memory_deleted", store.write("tea.md", TEA, expected=None, origin=ORIGIN))
 
 
+@pytest.mark.slow
 async def test_a_read_grant_reads_and_is_forbidden_to_write_or_purge(
     alice: Client, memory: str, make_client: ClientFactory, open_files: OpenFiles, ours: Any
 ) -> None:
@@ -589,6 +606,7 @@ class Scripted(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+@pytest.mark.slow
 async def test_a_write_whose_answers_are_all_lost_is_unconfirmed_and_happened_once(
     alice: Client, memory: str, open_files: OpenFiles, ours: Any
 ) -> None:
@@ -600,6 +618,7 @@ async def test_a_write_whose_answers_are_all_lost_is_unconfirmed_and_happened_on
     assert [entry.path for entry in await ours.list()] == ["tea.md"]
 
 
+@pytest.mark.slow
 async def test_purge_follows_an_erase_job_and_logs_what_it_could_not_reach(
     alice: Client, memory: str, open_files: OpenFiles, caplog: pytest.LogCaptureFixture
 ) -> None:

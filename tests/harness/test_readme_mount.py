@@ -22,6 +22,8 @@ from tests.harness.conftest import Stage
 from tests.integration.conftest import Client
 from tests.loopback_chat import LoopbackChat, Reply, completion, json_reply
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 GPT = 'AgentSpec(model=os.environ.get("MODEL", "openai-responses:gpt-5")), output_type=str,'
 

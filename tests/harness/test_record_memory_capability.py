@@ -95,6 +95,7 @@ SWITCH = "I switched to oolong tea. Update what you know."
 OOLONG = "Alice drinks oolong tea."
 
 
+@pytest.mark.slow
 async def test_a_fact_remembered_through_the_tool_is_recalled_first_in_a_later_run(
     alice: Client, memory: str, make_client: ClientFactory, open_records: OpenRecords
 ) -> None:
@@ -139,6 +140,7 @@ async def test_a_fact_remembered_through_the_tool_is_recalled_first_in_a_later_r
     assert scores == sorted(scores, reverse=True)
 
 
+@pytest.mark.slow
 async def test_an_update_through_the_tool_keeps_the_id_the_recall_showed(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:

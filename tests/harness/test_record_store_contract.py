@@ -98,6 +98,7 @@ async def test_a_public_https_address_opens_with_the_stores_own_client() -> None
         assert isinstance(store, UhpRecordStore)
 
 
+@pytest.mark.slow
 async def test_with_a_client_of_its_own_a_local_server_is_reached(
     alice: Client, memory: str, stage: Stage
 ) -> None:
@@ -113,6 +114,7 @@ async def test_with_a_client_of_its_own_a_local_server_is_reached(
 # -- add, search, list ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_add_stores_exactly_the_text_as_a_fact_and_returns_it(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:
@@ -130,6 +132,7 @@ async def test_add_stores_exactly_the_text_as_a_fact_and_returns_it(
     assert stored["written_by"] == {"kind": "user", "id": "alice"}
 
 
+@pytest.mark.slow
 async def test_search_answers_at_most_limit_records_closest_in_meaning_first(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:
@@ -146,11 +149,13 @@ async def test_search_answers_at_most_limit_records_closest_in_meaning_first(
     assert scores == sorted(scores, reverse=True)
 
 
+@pytest.mark.slow
 async def test_search_with_no_records_finds_nothing(alice: Client, memory: str, open_records: OpenRecords) -> None:
     async with open_records(alice, memory) as store:
         assert await store.search("anything at all", limit=5) == ()
 
 
+@pytest.mark.slow
 async def test_list_pages_with_its_opaque_cursor_until_the_last_page(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:
@@ -165,6 +170,7 @@ async def test_list_pages_with_its_opaque_cursor_until_the_last_page(
     assert listed == list(reversed(added))
 
 
+@pytest.mark.slow
 async def test_a_cursor_the_store_did_not_issue_is_invalid(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:
@@ -175,6 +181,7 @@ async def test_a_cursor_the_store_did_not_issue_is_invalid(
     assert refused.value.code == "invalid_cursor"
 
 
+@pytest.mark.slow
 async def test_search_and_list_hold_the_memory_s_facts_only(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:
@@ -190,6 +197,7 @@ async def test_search_and_list_hold_the_memory_s_facts_only(
 # -- update -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_update_replaces_the_whole_text_and_keeps_the_id(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:
@@ -216,6 +224,7 @@ async def test_update_replaces_the_whole_text_and_keeps_the_id(
     ]
 
 
+@pytest.mark.slow
 async def test_another_store_names_a_revised_record_by_the_same_id(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:
@@ -231,6 +240,7 @@ async def test_another_store_names_a_revised_record_by_the_same_id(
         assert [(r.id, r.text) for r in await fresh.search("tea", limit=5)] == [(added.id, "Black tea.")]
 
 
+@pytest.mark.slow
 async def test_the_last_writer_wins(
     alice: Client, memory: str, make_client: ClientFactory, open_records: OpenRecords
 ) -> None:
@@ -250,6 +260,7 @@ async def test_the_last_writer_wins(
     assert [v["written_by"]["id"] for v in history(alice, memory, added.id)] == ["alice", "alice", "assistant"]
 
 
+@pytest.mark.slow
 async def test_concurrent_updates_each_land_and_the_last_one_wins(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:
@@ -268,6 +279,7 @@ async def test_concurrent_updates_each_land_and_the_last_one_wins(
     assert [r["content"] for r in facts(alice, memory)] == [chain[-1]["content"]]
 
 
+@pytest.mark.slow
 async def test_update_accepts_any_version_s_id_and_writes_the_current_one(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:
@@ -282,6 +294,7 @@ async def test_update_accepts_any_version_s_id_and_writes_the_current_one(
     assert [v["content"] for v in history(alice, memory, added.id)] == ["v1", "v2", "v3", "v4"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", ["", "   \n\t", "x" * (CONTENT_BYTES + 1), "é" * (CONTENT_BYTES // 2 + 1), "\ud800"])
 async def test_text_the_server_would_refuse_is_invalid_before_anything_is_sent(
     text: str, alice: Client, memory: str, open_records: OpenRecords
@@ -295,6 +308,7 @@ async def test_text_the_server_would_refuse_is_invalid_before_anything_is_sent(
     assert [(r["id"], r["content"]) for r in facts(alice, memory)] == [(kept.id, "Alice drinks green tea.")]
 
 
+@pytest.mark.slow
 async def test_text_at_the_server_s_limit_is_stored(alice: Client, memory: str, open_records: OpenRecords) -> None:
     text = "é" * (CONTENT_BYTES // 2)
     async with open_records(alice, memory) as store:
@@ -305,6 +319,7 @@ async def test_text_at_the_server_s_limit_is_stored(alice: Client, memory: str, 
 # -- delete ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_delete_forgets_the_record_and_it_no_longer_exists(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:
@@ -324,6 +339,7 @@ async def test_delete_forgets_the_record_and_it_no_longer_exists(
     assert [v["status"] for v in history(alice, memory, gone.id)] == ["superseded", "forgotten"]
 
 
+@pytest.mark.slow
 async def test_a_record_forgotten_through_the_api_does_not_exist_for_the_store(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:
@@ -345,6 +361,7 @@ async def test_a_record_forgotten_through_the_api_does_not_exist_for_the_store(
 # -- another namespace, other ids ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_record_of_another_memory_does_not_exist_for_the_store(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:
@@ -362,6 +379,7 @@ async def test_a_record_of_another_memory_does_not_exist_for_the_store(
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "record_id", [MISSING_RECORD, "..", "../../" + MISSING_RECORD, "hrec_x", "", "hrec_" + "0" * 33]
 )
@@ -379,6 +397,7 @@ async def test_an_unknown_or_malformed_id_is_record_not_found(
     assert len(facts(alice, memory)) == 1
 
 
+@pytest.mark.slow
 async def test_a_record_of_another_type_is_not_the_store_s(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:
@@ -394,6 +413,7 @@ async def test_a_record_of_another_type_is_not_the_store_s(
 # -- purge -----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_purge_removes_every_record_of_the_namespace_and_only_those(
     alice: Client, memory: str, open_records: OpenRecords
 ) -> None:
@@ -416,6 +436,7 @@ async def test_purge_removes_every_record_of_the_namespace_and_only_those(
     assert alice.get(f"/v1/memories/{memory}/records/{revised.id}/history").status_code == 404
 
 
+@pytest.mark.slow
 async def test_purge_of_an_empty_memory_succeeds(alice: Client, memory: str, open_records: OpenRecords) -> None:
     async with open_records(alice, memory) as store:
         await store.purge()
@@ -425,6 +446,7 @@ async def test_purge_of_an_empty_memory_succeeds(alice: Client, memory: str, ope
 # -- who may -----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_read_grant_reads_and_cannot_write(
     alice: Client, memory: str, make_client: ClientFactory, open_records: OpenRecords
 ) -> None:
@@ -446,6 +468,7 @@ async def test_a_read_grant_reads_and_cannot_write(
     assert [r["content"] for r in facts(alice, memory)] == ["Alice drinks green tea."]
 
 
+@pytest.mark.slow
 async def test_a_memory_the_key_cannot_see_is_reported_as_deleted(
     alice: Client, memory: str, make_client: ClientFactory, open_records: OpenRecords
 ) -> None:

@@ -24,7 +24,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 from tests.harness.conftest import OpenRecords, Stage
 from tests.integration.conftest import Client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 type Fault = Literal["lost", "unsent", "server_error", "throttled", "in_progress"]
 WRITES = frozenset({"POST", "PATCH", "DELETE", "PUT"})

@@ -97,6 +97,7 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_tenants_create_makes_a_usage_plan_on_the_stage(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
     made = run_json(
         capsys, "tenants", "create", "acme", "--rate", "25", "--burst", "50", "--quota", "1000", *stage.args()
@@ -110,6 +111,7 @@ def test_tenants_create_makes_a_usage_plan_on_the_stage(stage: Stage, capsys: py
     assert made["created"] is True
 
 
+@pytest.mark.slow
 def test_tenants_create_twice_keeps_the_first_plan(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
     first = run_json(capsys, "tenants", "create", "acme", *stage.args())
     again = run_json(capsys, "tenants", "create", "acme", "--rate", "999", *stage.args())
@@ -123,6 +125,7 @@ def test_tenants_create_twice_keeps_the_first_plan(stage: Stage, capsys: pytest.
     )
 
 
+@pytest.mark.slow
 def test_keys_create_stores_only_the_hash_and_the_authorizer_finds_it(
     stage: Stage, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -158,6 +161,7 @@ def test_keys_create_stores_only_the_hash_and_the_authorizer_finds_it(
     assert [k["value"] for k in plan_keys] == [key]
 
 
+@pytest.mark.slow
 def test_a_key_without_principal_acts_as_itself(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
     run_json(capsys, "tenants", "create", "acme", *stage.args())
     made = run_json(capsys, "keys", "create", "--tenant", "acme", *stage.args())
@@ -165,6 +169,7 @@ def test_a_key_without_principal_acts_as_itself(stage: Stage, capsys: pytest.Cap
     assert made["principal"] == f"key:{made['key_id']}"
 
 
+@pytest.mark.slow
 def test_keys_create_for_an_unknown_tenant_is_refused(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["keys", "create", "--tenant", "nobody", *stage.args()]) == 2
 
@@ -172,6 +177,7 @@ def test_keys_create_for_an_unknown_tenant_is_refused(stage: Stage, capsys: pyte
     assert stage.new_api_keys() == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("option", "value"), [("--principal", "alice"), ("--principal", "user:"), ("--group", "sales")]
 )
@@ -184,6 +190,7 @@ def test_keys_create_refuses_malformed_names(
     assert "is not valid" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_keys_list_shows_no_secret_and_filters_by_tenant(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
     for tenant in ("acme", "globex"):
         run_json(capsys, "tenants", "create", tenant, *stage.args())
@@ -198,6 +205,7 @@ def test_keys_list_shows_no_secret_and_filters_by_tenant(stage: Stage, capsys: p
     assert all(m["key"] not in listing and hash_key(m["key"]) not in listing for m in made)
 
 
+@pytest.mark.slow
 def test_keys_revoke_stops_the_key_in_both_places(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
     run_json(capsys, "tenants", "create", "acme", *stage.args())
     made = run_json(capsys, "keys", "create", "--tenant", "acme", *stage.args())
@@ -234,6 +242,7 @@ def test_the_stage_must_be_named(stage: Stage, capsys: pytest.CaptureFixture[str
     assert "--stack NAME" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_an_unknown_stack_is_refused(stage: Stage, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["keys", "list", "--stack", "uhp-memories-nope", "--region", REGION]) == 2
     assert "cannot read stack 'uhp-memories-nope'" in capsys.readouterr().err
@@ -277,6 +286,7 @@ def main_table(stage: Stage) -> str:
     return name
 
 
+@pytest.mark.slow
 def test_tenants_list_names_the_stages_tenants_with_their_active_keys(
     stage: Stage, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -292,6 +302,7 @@ def test_tenants_list_names_the_stages_tenants_with_their_active_keys(
     assert listed[0]["rate"] == DEFAULT_TENANT_RATE
 
 
+@pytest.mark.slow
 def test_tenants_delete_revokes_its_keys_and_removes_its_plan(
     stage: Stage, main_table: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -311,6 +322,7 @@ def test_tenants_delete_revokes_its_keys_and_removes_its_plan(
     assert "no tenant 'acme'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_tenants_delete_is_refused_while_the_tenant_holds_memories(
     stage: Stage, main_table: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -400,6 +412,7 @@ def test_a_key_is_written_once_and_never_pointed_elsewhere(stage: Stage) -> None
     assert (found_hash, revoked.revoked, revoked.revoked_at) == (key_hash, True, "2026-01-01T00:00:00Z")
 
 
+@pytest.mark.slow
 def test_admin_and_local_mode_write_one_item_shape_with_one_key_id_scheme(
     stage: Stage, capsys: pytest.CaptureFixture[str]
 ) -> None:

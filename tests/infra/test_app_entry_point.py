@@ -24,6 +24,7 @@ def test_cdk_json_runs_the_app_as_a_module() -> None:
     assert config["context"]["cli-telemetry"] is False
 
 
+@pytest.mark.slow
 def test_the_app_synthesizes_from_a_clean_checkout_as_the_cli_runs_it(clean_checkout: Path, tmp_path: Path) -> None:
     context = json.loads((clean_checkout / "cdk.json").read_text())["context"] | {"bundle": False}
     env = {

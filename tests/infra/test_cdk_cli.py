@@ -34,6 +34,8 @@ pytest.importorskip("aws_cdk", reason="the infra extra (aws-cdk-lib, cdk-nag) is
 
 from infra.layout import REPO
 
+pytestmark = pytest.mark.slow
+
 CDK_CLI = REPO.root / "node_modules" / ".bin" / "cdk"
 VENV_STAMP = ".venv/.installed-py3.13"  # the Makefile's $(STAMP): the dev install is up to date
 ACCOUNT = "111111111111"

@@ -175,6 +175,7 @@ class Secrets:
         return {"SecretString": self.value}
 
 
+@pytest.mark.slow
 def test_a_connecting_function_reads_the_key_from_the_secret_the_stage_names_and_reaches_the_platform_with_it(
     mem0_stage: Synth, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -204,6 +205,7 @@ def test_a_connecting_function_reads_the_key_from_the_secret_the_stage_names_and
             "Token m0-key-from-secrets-manager"}
 
 
+@pytest.mark.slow
 def test_a_declaring_function_describes_mem0_without_its_library_or_key(
     mem0_stage: Synth, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -240,6 +242,7 @@ def test_a_declaring_function_describes_mem0_without_its_library_or_key(
     assert answer["outside"] is True  # attaching such a memory tells the person its turns leave the server
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_mem0_dir", [True, False])
 def test_mem0s_library_imports_where_home_cannot_be_written_only_with_mem0_dir(tmp_path: Path, with_mem0_dir: bool
                                                                                ) -> None:

@@ -77,6 +77,7 @@ def test_per_method_api_metrics_are_off_unless_the_stage_turns_them_on(prod: Syn
     assert settings(keyed)["MetricsEnabled"] is True
 
 
+@pytest.mark.slow
 def test_nothing_is_traced_or_written_outside_a_deployed_function() -> None:
     """Local mode and tests: the tracer is off, so the X-Ray SDK patched no client and sends nothing,
     and no metric is written. Even with tracing asked for, outside Lambda it stays off."""
@@ -305,6 +306,7 @@ class CreatesTheIndex(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_the_index_a_function_creates_has_the_stages_shards(prod: Synth, monkeypatch: pytest.MonkeyPatch) -> None:
     """The stage's search.shards, through the function's environment and its settings, to the index it
     creates on a domain that has none yet."""

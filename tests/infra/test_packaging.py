@@ -117,6 +117,7 @@ def test_a_new_function_package_must_declare_its_access(tmp_path: Path) -> None:
         access_of("newthing")
 
 
+@pytest.mark.slow
 def test_deployed_handlers_import_no_dev_only_module() -> None:
     """Import every deployed handler as Lambda would (only the core layer's code and the runtime
     dependencies), with dev-only modules and the local-only subpackages made unimportable."""

@@ -400,6 +400,7 @@ def run_cell(world: World, who: str, node: str, op: Op) -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "ops",
     [READ_OPS, WRITE_OPS, DELETE_OPS, CREATE_OPS, HARNESS_LIST_OPS],
@@ -416,6 +417,7 @@ def test_authorization_matrix(world: World, ops: list[Op]) -> None:
     assert not mismatches, "\n" + "\n".join(mismatches)
 
 
+@pytest.mark.slow
 def test_only_owners_reach_a_harness(world: World, outsiders: dict[str, Client]) -> None:
     """A harness with every node attached by alice: the harness itself (hank) reads the entries on
     memories it can see, alice (its owner) all of them; every other principal of the tenant is refused
@@ -454,6 +456,7 @@ def test_only_owners_reach_a_harness(world: World, outsiders: dict[str, Client])
     assert (carol["memories"], carol["hidden"]) == ([_entry(world, "sales"), _entry(world, "acme")], 4)
 
 
+@pytest.mark.slow
 def test_delete_matrix(world: World) -> None:
     """Every refusal first (nothing may disappear), then one permitted delete per node, leaves first."""
     mismatches = []
@@ -478,6 +481,7 @@ def test_delete_matrix(world: World) -> None:
     assert world.alice.get("/v1/memories").json()["data"] == []
 
 
+@pytest.mark.slow
 def test_effective_privileges_for_everyone(world: World, outsiders: dict[str, Client]) -> None:
     """GET as each principal: the privileges field is the union over the chain, cut by restricted;
     a memory the caller holds nothing on, or another tenant's, is memory_not_found."""
@@ -535,6 +539,7 @@ def route_body(method: str, path: str) -> Any:
 MEMORY_ROUTES = [r for r in ROUTES if "{memory_id}" in r.path]
 
 
+@pytest.mark.slow
 def test_another_tenants_memory_is_not_found_on_every_route(world: World, outsiders: dict[str, Client]) -> None:
     """Every route under /v1/memories/{id}, asked by principals and groups that hold grants in the owner's
     tenant but live in another, answers memory_not_found, whatever the route's own privilege."""
@@ -569,6 +574,7 @@ def test_another_tenants_memory_is_not_found_on_every_route(world: World, outsid
         assert [r["id"] for r in records] == [world.records[node]]
 
 
+@pytest.mark.slow
 def test_another_tenants_ids_cannot_be_used_as_parent_or_in_listings(
     world: World, outsiders: dict[str, Client]
 ) -> None:
@@ -593,6 +599,7 @@ def test_another_tenants_ids_cannot_be_used_as_parent_or_in_listings(
     assert world.alice.get(f"/v1/memories/{own['id']}").status_code == 404
 
 
+@pytest.mark.slow
 def test_a_grant_to_a_principal_name_does_not_reach_another_tenant(
     world: World, outsiders: dict[str, Client]
 ) -> None:
@@ -605,6 +612,7 @@ def test_a_grant_to_a_principal_name_does_not_reach_another_tenant(
 # -- records through the wrong memory ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_record_asked_through_another_readable_memory_is_not_found(world: World) -> None:
     """bob reads both sales and eng; a record of sales asked through eng is memory_record_not_found on every
     record route, and nothing happens to it."""
@@ -630,6 +638,7 @@ def test_a_record_asked_through_another_readable_memory_is_not_found(world: Worl
     assert alice.get(world.path("eng")).json()["records"] == {"count": 1}
 
 
+@pytest.mark.slow
 def test_a_record_of_an_invisible_memory_through_a_readable_one(world: World) -> None:
     bob = world.clients["bob"]
     secret = world.records["private"]
@@ -637,6 +646,7 @@ def test_a_record_of_an_invisible_memory_through_a_readable_one(world: World) ->
     assert_outcome(bob.get(world.path("private", f"/records/{secret}")), 404, "memory_not_found")
 
 
+@pytest.mark.slow
 def test_references_to_unreadable_records_look_like_references_to_nothing(world: World) -> None:
     """§4.2, §13: a reader without read on the target gets {memory_id, record_id, available: false} and
     nothing else, the same answer as for a target that does not exist."""
@@ -686,6 +696,7 @@ def test_every_documented_principal_kind_can_be_granted(alice: Client, principal
     assert alice.grant(memory["id"], principal, "read")["principal"] == principal
 
 
+@pytest.mark.slow
 def test_grant_listing_shows_own_and_inherited_grants(alice: Client) -> None:
     root = alice.create_memory("root")
     child = alice.create_memory("child", parent_id=root["id"])
@@ -715,6 +726,7 @@ def test_grant_listing_shows_own_and_inherited_grants(alice: Client) -> None:
         (root["id"], "user:alice"), (root["id"], "user:bob")}
 
 
+@pytest.mark.slow
 def test_grant_listing_stops_at_the_restricted_cutoff(alice: Client) -> None:
     root = alice.create_memory("root")
     alice.grant(root["id"], "user:bob", "read")
@@ -730,6 +742,7 @@ def test_grant_listing_stops_at_the_restricted_cutoff(alice: Client) -> None:
         (inside["id"], "user:alice"), (private["id"], "user:alice"), (private["id"], "user:erin")}
 
 
+@pytest.mark.slow
 def test_grant_delete(alice: Client, bob: Client) -> None:
     memory = alice.create_memory("m")
     grant = alice.grant(memory["id"], "user:bob", "read")
@@ -746,6 +759,7 @@ def test_grant_delete(alice: Client, bob: Client) -> None:
     assert_outcome(alice.delete(f"/v1/memories/{memory['id']}/grants/{grant['id']}"), 404, "memory_grant_not_found")
 
 
+@pytest.mark.slow
 def test_delete_unknown_grant_is_grant_not_found(alice: Client) -> None:
     root = alice.create_memory("root")
     child = alice.create_memory("child", parent_id=root["id"])
@@ -808,6 +822,7 @@ def get_privileges(client: Client, memory_id: str) -> list[str] | None:
     return answer.json()["privileges"]
 
 
+@pytest.mark.slow
 def test_privileges_are_the_union_over_the_ancestor_chain(alice: Client, bob: Client) -> None:
     root = alice.create_memory("root")
     mid = alice.create_memory("mid", parent_id=root["id"])
@@ -823,6 +838,7 @@ def test_privileges_are_the_union_over_the_ancestor_chain(alice: Client, bob: Cl
     assert get_privileges(bob, leaf["id"]) == ["read", "write", "create"]
 
 
+@pytest.mark.slow
 def test_the_restricted_cutoff(alice: Client, bob: Client) -> None:
     root = alice.create_memory("root")
     alice.grant(root["id"], "user:bob", "read", "write")
@@ -846,6 +862,7 @@ def test_the_restricted_cutoff(alice: Client, bob: Client) -> None:
     assert get_privileges(alice, inside["id"]) == ALL
 
 
+@pytest.mark.slow
 def test_a_restricted_node_below_a_restricted_node(alice: Client, bob: Client) -> None:
     outer = alice.create_memory("outer", restricted=True)
     alice.grant(outer["id"], "user:bob", "read")
@@ -856,6 +873,7 @@ def test_a_restricted_node_below_a_restricted_node(alice: Client, bob: Client) -
     assert get_privileges(bob, below["id"]) is None
 
 
+@pytest.mark.slow
 def test_the_creators_grant_is_real_listed_and_inherited(world: World) -> None:
     hank, alice = world.clients["hank"], world.alice
     answer = hank.post("/v1/memories", {"name": "hank's", "parent_id": world.ids["eng"]})
@@ -891,6 +909,7 @@ def test_the_creators_grant_is_real_listed_and_inherited(world: World) -> None:
     assert {m["id"] for m in hank.get("/v1/memories").json()["data"]} == {world.ids["eng"]}
 
 
+@pytest.mark.slow
 def test_group_grants_apply_to_members(world: World, make_client: ClientFactory) -> None:
     carol = world.clients["carol"]
     other_member = make_client("service:etl", groups=("group:sales", "group:eng"))
@@ -923,6 +942,7 @@ def test_group_grants_apply_to_members(world: World, make_client: ClientFactory)
 # -- what a caller may see ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_invisible_memory_is_never_named(world: World) -> None:
     """Entry points, child listings, descendant listings, the ancestors field, children counts and grant
     listings name only memories the caller holds a privilege on."""
@@ -952,6 +972,7 @@ def test_an_invisible_memory_is_never_named(world: World) -> None:
     assert not mismatches, "\n" + "\n".join(mismatches)
 
 
+@pytest.mark.slow
 def test_children_count_and_listing_skip_hidden_children(world: World) -> None:
     bob, alice = world.clients["bob"], world.alice
     assert alice.get(world.path("root")).json()["children"] == {"count": 3}
@@ -971,6 +992,7 @@ def test_children_count_and_listing_skip_hidden_children(world: World) -> None:
 # -- write without delete widens nothing -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_write_and_create_without_delete_cannot_widen_reach(world: World) -> None:
     dora, alice = world.clients["dora"], world.alice
     bob_grant = world.grants[("root", "user:bob")]
@@ -1012,12 +1034,14 @@ def test_write_and_create_without_delete_cannot_widen_reach(world: World) -> Non
         ("user:alice", tuple(ALL)), ("user:bob", ("read",)), ("user:dora", ("read", "write", "create"))}
 
 
+@pytest.mark.slow
 def test_a_reader_cannot_rename_even_to_the_same_name(world: World) -> None:
     bob = world.clients["bob"]
     assert_outcome(bob.put(world.path("sales"), {"name": "sales"}), 403, "memory_forbidden")
     assert_outcome(bob.put(world.path("sales"), {"description": ""}), 403, "memory_forbidden")
 
 
+@pytest.mark.slow
 def test_a_no_op_put_by_a_reader_writes_nothing(world: World) -> None:
     """A PUT that changes nothing needs no privilege beyond seeing the memory, and writes nothing."""
     bob, alice = world.clients["bob"], world.alice
@@ -1029,6 +1053,7 @@ def test_a_no_op_put_by_a_reader_writes_nothing(world: World) -> None:
     assert alice.get(world.path("sales")).json() == before
 
 
+@pytest.mark.slow
 def test_only_create_can_create_a_child_but_not_read(world: World) -> None:
     hank = world.clients["hank"]
     assert get_privileges(hank, world.ids["eng"]) == ["create"]
@@ -1042,6 +1067,7 @@ def test_only_create_can_create_a_child_but_not_read(world: World) -> None:
     assert_outcome(hank.post("/v1/memories", {"name": "x", "parent_id": world.ids["sales"]}), 404, "memory_not_found")
 
 
+@pytest.mark.slow
 def test_a_read_only_principal_is_forbidden_every_change(world: World) -> None:
     bob = world.clients["bob"]
     sales = world.path("sales")
@@ -1070,6 +1096,7 @@ def test_a_read_only_principal_is_forbidden_every_change(world: World) -> None:
 # -- moves change who reaches what -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_move_needs_delete_on_the_memory_and_create_on_the_new_parent(world: World) -> None:
     alice, gina, dora, bob, hank = (world.clients[n] for n in ("alice", "gina", "dora", "bob", "hank"))
     acme = world.path("acme")
@@ -1101,6 +1128,7 @@ def test_a_move_needs_delete_on_the_memory_and_create_on_the_new_parent(world: W
     assert_outcome(gina.put(acme, {"parent_id": world.ids["private"]}), 404, "memory_not_found")
 
 
+@pytest.mark.slow
 def test_moving_under_a_restricted_node_cuts_inherited_access(world: World) -> None:
     alice, bob, carol = world.alice, world.clients["bob"], world.clients["carol"]
     assert alice.put(world.path("sales"), {"parent_id": world.ids["private"]}).status_code == 200
@@ -1114,6 +1142,7 @@ def test_moving_under_a_restricted_node_cuts_inherited_access(world: World) -> N
         "eng"}
 
 
+@pytest.mark.slow
 def test_a_change_that_cuts_the_callers_own_reach_takes_effect_and_is_answered(world: World) -> None:
     """delete inherited from sales lets a caller move acme out from under sales, or restrict it; the
     change is made and answered as written (privileges empty), and from then on acme is unknown to it."""

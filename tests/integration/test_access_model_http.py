@@ -21,6 +21,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 import requests
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
@@ -43,6 +44,8 @@ from uhp_memories.domain.queries.model import QueryNotFound
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
 from uhp_memories.mcp.tools import QUERY_TOOL_PREFIX
+
+pytestmark = pytest.mark.slow
 
 REFUSALS: dict[str, type[DomainError]] = {
     "memory_not_found": MemoryNotFound,

@@ -26,6 +26,8 @@ import pytest
 from tests.integration.conftest import Client
 from uhp_memories.local.moto_env import LocalAws
 
+pytestmark = pytest.mark.slow
+
 PERFORMANCE = Path(__file__).resolve().parents[2] / "docs" / "performance.md"
 SEARCH_PORT_CALLS = ("index", "get", "candidates", "log_around", "similarities", "delete")
 

@@ -17,6 +17,8 @@ import requests
 
 from tests.integration.conftest import Client, ClientFactory, error_code
 
+pytestmark = pytest.mark.slow
+
 THREADS = 8
 
 

@@ -26,6 +26,7 @@ def provider(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.mark.slow
 def test_the_tree_and_its_listing(alice: Client, provider: str) -> None:
     root = alice.create_memory("Company", provider=provider)
     child = alice.create_memory("Acme", parent_id=root["id"], description="one customer")
@@ -45,6 +46,7 @@ def test_a_stated_record_and_its_stamped_writer(alice: Client, provider: str) ->
     assert (forged.status_code, error_code(forged)) == (422, "memory_invalid")
 
 
+@pytest.mark.slow
 def test_recall_on_one_memory_names_parent_and_children_and_each_signal_is_kept_or_reported(
     alice: Client, provider: str
 ) -> None:
@@ -85,6 +87,7 @@ def test_revision_and_history(alice: Client, provider: str) -> None:
     assert all(v["written_by"] == {"kind": "user", "id": "alice"} for v in history)
 
 
+@pytest.mark.slow
 def test_a_records_id_is_refused_through_a_memory_it_is_not_in(alice: Client, provider: str) -> None:
     home, elsewhere = (alice.create_memory(n, provider=provider)["id"] for n in ("Home", "Elsewhere"))
     record = alice.remember(home, "Kept at home.")
@@ -94,6 +97,7 @@ def test_a_records_id_is_refused_through_a_memory_it_is_not_in(alice: Client, pr
         assert (answer.status_code, error_code(answer)) == (404, "memory_record_not_found")
 
 
+@pytest.mark.slow
 def test_forgetting_and_erasing(alice: Client, provider: str) -> None:
     memory = alice.create_memory("Facts", provider=provider)["id"]
     forgotten, erased = alice.remember(memory, "Forget me."), alice.remember(memory, "Erase me.")
@@ -106,6 +110,7 @@ def test_forgetting_and_erasing(alice: Client, provider: str) -> None:
         "memory_record_not_found")
 
 
+@pytest.mark.slow
 def test_moving_and_deleting(alice: Client, provider: str) -> None:
     first, second = (alice.create_memory(n, provider=provider) for n in ("First", "Second"))
     moving = alice.create_memory("Moving", parent_id=first["id"])

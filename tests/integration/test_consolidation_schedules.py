@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.integration.conftest import Client, ClientFactory, error_code
 from uhp_memories.local.moto_env import LocalAws
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_schedule_set_over_http_starts_runs_as_it_fires_until_it_is_cleared(

@@ -7,7 +7,11 @@ import json
 import time
 from typing import Any
 
+import pytest
+
 from tests.integration.conftest import Client, ClientFactory, error_code
+
+pytestmark = pytest.mark.slow
 
 RUNS = "/v1/memories/{}/consolidations"
 

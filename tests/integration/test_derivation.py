@@ -16,6 +16,8 @@ from tests.loopback_chat import LoopbackChat, completion, json_reply
 from uhp_memories.adapters.openai_compat import OpenAICompatDeriver
 from uhp_memories.local.moto_env import LocalAws
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def chat(local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackChat]:

@@ -15,6 +15,8 @@ from tests.integration.conftest import Client, ClientFactory, error_code
 from uhp_memories.domain.removal.model import Retention
 from uhp_memories.local.moto_env import LocalAws
 
+pytestmark = pytest.mark.slow
+
 
 def _scan_all(local_aws: LocalAws) -> str:
     """Everything this service keeps, as one string: both tables and every S3 object version. Job

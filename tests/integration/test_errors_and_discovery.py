@@ -90,6 +90,7 @@ def test_header_name_of_the_key_is_case_insensitive(alice: Client) -> None:
     assert answer.status_code == 200, answer.text
 
 
+@pytest.mark.slow
 def test_the_authorizer_answer_is_reused_per_key_and_never_across_keys(
     make_client: ClientFactory, local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -127,6 +128,7 @@ def test_the_authorizer_answer_is_reused_per_key_and_never_across_keys(
 # -- unknown routes ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("method", "template"),
     [
@@ -167,6 +169,7 @@ def test_unknown_route_is_404_and_a_method_a_path_lacks_405(alice: Client, metho
 MALFORMED = ["{bad", "{", '{"name": "x"', '{"name": "x"} trailing', "not json at all", "{'name': 'x'}"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("data", MALFORMED)
 def test_malformed_json_is_invalid_request(alice: Client, data: str) -> None:
     memory = alice.create_memory()
@@ -211,6 +214,7 @@ def test_a_body_that_is_not_an_object_is_invalid(alice: Client, data: str) -> No
 # -- §12 codes ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_memory_not_found(alice: Client, bob: Client, make_client: ClientFactory) -> None:
     memory = alice.create_memory()
     record = alice.remember(memory["id"])
@@ -247,6 +251,7 @@ def test_memory_not_found(alice: Client, bob: Client, make_client: ClientFactory
     assert record_count(alice, memory["id"]) == 1
 
 
+@pytest.mark.slow
 def test_memory_forbidden(alice: Client, bob: Client) -> None:
     memory = alice.create_memory()
     record = alice.remember(memory["id"])
@@ -269,6 +274,7 @@ def test_memory_forbidden(alice: Client, bob: Client) -> None:
     assert alice.get(f"/v1/memories/{mid}/records/{rid}/history").json()["data"] == [record]
 
 
+@pytest.mark.slow
 def test_memory_record_not_found(alice: Client) -> None:
     memory = alice.create_memory()
     other = alice.create_memory("other")
@@ -285,6 +291,7 @@ def test_memory_record_not_found(alice: Client) -> None:
     assert alice.get(f"/v1/memories/{other['id']}/records/{elsewhere['id']}").json() == elsewhere
 
 
+@pytest.mark.slow
 def test_memory_invalid_on_a_cycle(alice: Client) -> None:
     root = alice.create_memory("root")
     child = alice.create_memory("child", parent_id=root["id"])
@@ -299,6 +306,7 @@ def test_memory_invalid_on_a_cycle(alice: Client) -> None:
     assert alice.get(f"/v1/memories/{child['id']}").json()["parent_id"] == root["id"]
 
 
+@pytest.mark.slow
 def test_memory_conflict_carries_the_current_version(alice: Client) -> None:
     memory = alice.create_memory()
     v1 = alice.remember(memory["id"])
@@ -311,6 +319,7 @@ def test_memory_conflict_carries_the_current_version(alice: Client) -> None:
 # -- limits (DESIGN: each a clear 422, never a silent cut) -------------------------------------
 
 
+@pytest.mark.slow
 def test_name_and_description_limits(alice: Client) -> None:
     longest = alice.create_memory("n" * 200, description="d" * 2000)
     assert alice.get(f"/v1/memories/{longest['id']}").json()["name"] == "n" * 200
@@ -323,6 +332,7 @@ def test_name_and_description_limits(alice: Client) -> None:
     assert len(alice.get("/v1/memories").json()["data"]) == 1
 
 
+@pytest.mark.slow
 def test_content_limit_is_100_kib_of_utf8(alice: Client) -> None:
     memory = alice.create_memory()
     path = f"/v1/memories/{memory['id']}/records"
@@ -341,6 +351,7 @@ def test_content_limit_is_100_kib_of_utf8(alice: Client) -> None:
     assert len(alice.get(f"{path}/{record.json()['id']}/history").json()["data"]) == 1
 
 
+@pytest.mark.slow
 def test_content_that_is_not_unicode_is_invalid(alice: Client) -> None:
     """JSON can spell a lone surrogate; it is not text, and UTF-8 cannot hold it."""
     memory = alice.create_memory()
@@ -355,6 +366,7 @@ def test_content_that_is_not_unicode_is_invalid(alice: Client) -> None:
     assert record_count(alice, memory["id"]) == 2
 
 
+@pytest.mark.slow
 def test_content_within_the_limit_is_kept_whatever_its_characters(alice: Client) -> None:
     memory = alice.create_memory()
     content = "\x01" * (100 * 1024)
@@ -362,6 +374,7 @@ def test_content_within_the_limit_is_kept_whatever_its_characters(alice: Client)
     assert answer.status_code == 201, answer.text[:200]
 
 
+@pytest.mark.slow
 def test_attributes_limit_is_16_kib_of_json(alice: Client) -> None:
     memory = alice.create_memory()
     path = f"/v1/memories/{memory['id']}/records"
@@ -382,6 +395,7 @@ def test_attributes_limit_is_16_kib_of_json(alice: Client) -> None:
     assert record_count(alice, memory["id"]) == 1
 
 
+@pytest.mark.slow
 def test_references_and_type_name_limits(alice: Client) -> None:
     memory = alice.create_memory()
     path = f"/v1/memories/{memory['id']}/records"
@@ -396,6 +410,7 @@ def test_references_and_type_name_limits(alice: Client) -> None:
     assert record_count(alice, memory["id"]) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", ["0", "101", "-5", "many"])
 def test_page_size_limits(alice: Client, limit: str) -> None:
     memory = alice.create_memory()
@@ -452,6 +467,7 @@ def test_providers_carry_the_capability_document(alice: Client) -> None:
     assert alice.create_memory()["provider"] == "native"
 
 
+@pytest.mark.slow
 def test_every_capability_stated_is_true_of_the_deployment(alice: Client, bob: Client) -> None:
     memory = alice.create_memory("facts")
     mid = memory["id"]
@@ -560,6 +576,7 @@ def _fill(template: Any, mid: str, rid: str) -> Any:
     return json.loads(json.dumps(template).replace("{mid}", mid).replace("{rid}", rid))
 
 
+@pytest.mark.slow
 def test_features_not_offered_answer_memory_unsupported(alice: Client, bob: Client) -> None:
     doc = provider_document(alice)
     memory = alice.create_memory()
@@ -650,6 +667,7 @@ WRONG_TYPES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("method", "template", "body"), WRONG_TYPES)
 def test_fields_of_the_wrong_json_type_are_invalid_never_coerced(
     alice: Client, method: str, template: str, body: dict[str, Any]

@@ -66,6 +66,7 @@ def s3(container: Any) -> Any:
 # -- DynamoDB ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "ThrottlingException",
                                   "RequestLimitExceeded", "InternalServerError"])
 def test_a_throttled_write_is_unavailable_wrote_nothing_and_runs_on_retry(
@@ -86,6 +87,7 @@ def test_a_throttled_write_is_unavailable_wrote_nothing_and_runs_on_retry(
     assert [r["id"] for r in records_of(alice, memory["id"])] == [written.json()["id"]]
 
 
+@pytest.mark.slow
 def test_a_throttled_read_is_unavailable(alice: Client, container: Any) -> None:
     memory = alice.create_memory("m")
     alice.remember(memory["id"])
@@ -96,6 +98,7 @@ def test_a_throttled_read_is_unavailable(alice: Client, container: Any) -> None:
     assert len(records_of(alice, memory["id"])) == 1
 
 
+@pytest.mark.slow
 def test_transaction_conflicts_are_retried_and_the_write_lands_once(alice: Client, container: Any) -> None:
     memory = alice.create_memory("m")
     record = alice.remember(memory["id"], "v1")
@@ -112,6 +115,7 @@ def test_transaction_conflicts_are_retried_and_the_write_lands_once(alice: Clien
     assert [(v["content"], v["status"]) for v in history] == [("v1", "superseded"), ("v2", "active")]
 
 
+@pytest.mark.slow
 def test_a_transaction_that_keeps_conflicting_is_unavailable_and_wrote_nothing(alice: Client, container: Any) -> None:
     memory = alice.create_memory("m")
     record = alice.remember(memory["id"], "v1")
@@ -130,6 +134,7 @@ def test_a_transaction_that_keeps_conflicting_is_unavailable_and_wrote_nothing(a
 # -- the search index -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_with_the_index_down_writes_are_acknowledged_recall_is_unavailable_and_a_reindex_catches_up(
     alice: Client, container: Any
 ) -> None:
@@ -166,6 +171,7 @@ class _LocalTarget:
         return self._engine
 
 
+@pytest.mark.slow
 def test_with_the_embedder_down_recall_answers_by_words_and_says_so(alice: Client, container: Any) -> None:
     memory = alice.create_memory("m")
     written = alice.remember(memory["id"], "Globex prefers email over calls.")
@@ -190,6 +196,7 @@ def test_an_upload_s3_refuses_is_unavailable_and_leaves_no_file(alice: Client, s
     assert error_code(answer) == "memory_unavailable"
 
 
+@pytest.mark.slow
 def test_a_file_record_whose_bytes_s3_cannot_copy_is_not_written(alice: Client, s3: Any) -> None:
     memory = alice.create_memory("docs")
     uploaded = alice.session.post(alice.base_url + "/v1/files", files={"file": ("a.txt", b"bytes", "text/plain")},
@@ -207,6 +214,7 @@ def test_a_file_record_whose_bytes_s3_cannot_copy_is_not_written(alice: Client, 
 # -- workflows --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_workflow_step_that_fails_once_is_retried_and_the_erase_completes(
     alice: Client, local_aws: LocalAws
 ) -> None:

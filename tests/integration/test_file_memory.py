@@ -15,6 +15,8 @@ from tests.integration.conftest import Client, ClientFactory, error_code
 from tests.integration.test_erase import _scan_all
 from uhp_memories.local.moto_env import LocalAws
 
+pytestmark = pytest.mark.slow
+
 
 def _create(client: Client, memory_id: str, path: str, text: str, **fields: Any) -> Any:
     return client.post(f"/v1/memories/{memory_id}/records", {"type": "note", "path": path, "content": text, **fields})

@@ -4,10 +4,13 @@ S3 object versions, old bytes readable through history and as_of."""
 from __future__ import annotations
 
 import boto3
+import pytest
 import requests
 
 from tests.integration.conftest import Client, ClientFactory, error_code
 from uhp_memories.local.moto_env import LocalAws
+
+pytestmark = pytest.mark.slow
 
 
 def _upload(client: Client, name: str, data: bytes, media_type: str = "text/plain") -> dict:

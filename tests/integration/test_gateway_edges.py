@@ -32,6 +32,7 @@ def test_the_root_names_the_service_its_version_and_where_to_go(gateway: LocalGa
     assert requests.get(gateway.url + "/healthz", timeout=30).json() == {"status": "ok"}
 
 
+@pytest.mark.slow
 def test_the_openapi_document_and_its_docs_page_are_served_offline(gateway: LocalGateway) -> None:
     document = requests.get(gateway.url + "/openapi.json", timeout=30).json()
     assert document["openapi"].startswith("3.")
@@ -103,6 +104,7 @@ def test_a_content_length_that_is_not_a_number_is_400_json(gateway: LocalGateway
     assert (status, body["error"]["code"]) == (400, "invalid_request")
 
 
+@pytest.mark.slow
 def test_a_body_shorter_than_its_content_length_is_408_not_a_thread_held_forever(
     gateway: LocalGateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.integration.conftest import Client, ClientFactory, error_code
 
 
@@ -9,6 +11,7 @@ def _attach(client: Client, harness: str, *entries: dict) -> object:
     return client.put(f"/v1/harnesses/{harness}/memories", {"memories": list(entries)})
 
 
+@pytest.mark.slow
 def test_attaching_grants_the_harness_and_lists_the_entries(alice: Client, make_client: ClientFactory) -> None:
     shared = alice.create_memory("Team")
     personal = alice.create_memory("Alice private", restricted=True)
@@ -37,6 +40,7 @@ def test_attaching_grants_the_harness_and_lists_the_entries(alice: Client, make_
     ).items()
 
 
+@pytest.mark.slow
 def test_an_entry_the_harness_already_holds_is_attached_without_a_new_grant(
     alice: Client, make_client: ClientFactory
 ) -> None:
@@ -49,6 +53,7 @@ def test_an_entry_the_harness_already_holds_is_attached_without_a_new_grant(
     assert sum(1 for g in grants if g["principal"] == "harness:chrn_2") == 1
 
 
+@pytest.mark.slow
 def test_an_entry_the_harness_already_holds_needs_only_visibility(
     alice: Client, make_client: ClientFactory
 ) -> None:
@@ -64,6 +69,7 @@ def test_an_entry_the_harness_already_holds_needs_only_visibility(
     assert sum(1 for g in grants if g["principal"] == "harness:chrn_2b") == 1
 
 
+@pytest.mark.slow
 def test_attaching_what_the_caller_may_not_grant_is_refused(alice: Client, make_client: ClientFactory) -> None:
     memory = alice.create_memory("Team")
     carol = make_client("user:carol")
@@ -76,6 +82,7 @@ def test_attaching_what_the_caller_may_not_grant_is_refused(alice: Client, make_
     assert make_client("harness:chrn_3").get(f"/v1/memories/{memory['id']}").status_code == 404
 
 
+@pytest.mark.slow
 def test_invisible_and_foreign_memories_are_not_found(alice: Client, make_client: ClientFactory) -> None:
     memory = alice.create_memory("Alice only")
     mallory = make_client("user:mallory", tenant_name="other-tenant")
@@ -84,6 +91,7 @@ def test_invisible_and_foreign_memories_are_not_found(alice: Client, make_client
     assert error_code(answer) == "memory_not_found"
 
 
+@pytest.mark.slow
 def test_two_defaults_a_read_default_and_duplicates_are_invalid(alice: Client) -> None:
     a, b = alice.create_memory("A"), alice.create_memory("B")
     for entries in (
@@ -99,6 +107,7 @@ def test_two_defaults_a_read_default_and_duplicates_are_invalid(alice: Client) -
     assert alice.get("/v1/harnesses/chrn_5/memories").status_code == 404
 
 
+@pytest.mark.slow
 def test_an_empty_list_detaches_every_memory_and_keeps_the_grants(alice: Client, make_client: ClientFactory) -> None:
     memory = alice.create_memory("Team")
     alice.claim("chrn_6")
@@ -132,6 +141,7 @@ def _owners(client: Client, harness: str, *owners: str) -> object:
     return client.put(f"/v1/harnesses/{harness}/owners", {"owners": list(owners)})
 
 
+@pytest.mark.slow
 def test_a_principal_who_does_not_own_the_harness_is_refused_everything(
     alice: Client, make_client: ClientFactory
 ) -> None:
@@ -159,6 +169,7 @@ def test_a_principal_who_does_not_own_the_harness_is_refused_everything(
         f"/v1/memories/{memory['id']}/records", {"type": "fact", "content": "still attached"}).status_code == 201
 
 
+@pytest.mark.slow
 def test_owners_are_shared_by_the_owner_and_the_harness_owns_itself(alice: Client, make_client: ClientFactory) -> None:
     memory = alice.create_memory("Team")
     alice.claim("chrn_8")
@@ -179,6 +190,7 @@ def test_owners_are_shared_by_the_owner_and_the_harness_owns_itself(alice: Clien
     assert (bad.status_code, error_code(bad)) == (422, "memory_invalid")
 
 
+@pytest.mark.slow
 def test_a_list_nobody_holds_is_no_list_and_another_tenant_never_reaches_one(
     alice: Client, make_client: ClientFactory
 ) -> None:
@@ -191,6 +203,7 @@ def test_a_list_nobody_holds_is_no_list_and_another_tenant_never_reaches_one(
         404, "memories_not_attached")
 
 
+@pytest.mark.slow
 def test_an_owner_sees_how_many_entries_it_cannot_and_a_replacement_leaves_none_behind(
     alice: Client, make_client: ClientFactory
 ) -> None:
@@ -218,6 +231,7 @@ def test_an_owner_sees_how_many_entries_it_cannot_and_a_replacement_leaves_none_
     assert _listed(harness, "chrn_12") == []
 
 
+@pytest.mark.slow
 def test_a_harness_key_writes_only_where_its_list_lets_it_whichever_door(
     alice: Client, make_client: ClientFactory
 ) -> None:

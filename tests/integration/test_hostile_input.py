@@ -83,6 +83,7 @@ def fill(path: str, memory_id: str, record_id: str) -> str:
 # -- finding 1: a write-only grantee cannot poison a memory -------------------------------------
 
 
+@pytest.mark.slow
 def test_attributes_nested_past_the_json_limit_are_refused_before_anything_is_written(
     alice: Client, bob: Client, memory: dict[str, Any]
 ) -> None:
@@ -101,6 +102,7 @@ def test_attributes_nested_past_the_json_limit_are_refused_before_anything_is_wr
     assert alice.post(f"/v1/memories/{mid}/recall", {"text": "acme"}).status_code == 200
 
 
+@pytest.mark.slow
 def test_attributes_nested_to_the_limit_are_kept_and_read_back(alice: Client, memory: dict[str, Any]) -> None:
     deepest: Any = "leaf"
     for _ in range(61):  # body {} -> attributes {} -> a {} -> 61 lists: 64 levels in all
@@ -110,6 +112,7 @@ def test_attributes_nested_to_the_limit_are_kept_and_read_back(alice: Client, me
     assert alice.post(f"/v1/memories/{memory['id']}/recall", {"text": "deep"}).status_code == 200
 
 
+@pytest.mark.slow
 def test_a_refused_write_leaves_the_memory_exactly_as_it_was(alice: Client, memory: dict[str, Any]) -> None:
     """Every way a write can be refused (bad JSON, bad field, a limit, a stale version, a type's
     schema) leaves every version, grant, child and snapshot as it was."""
@@ -142,6 +145,7 @@ def test_a_refused_write_leaves_the_memory_exactly_as_it_was(alice: Client, memo
 # -- finding 2: a write-only grantee reads nothing through write responses -----------------------
 
 
+@pytest.mark.slow
 def test_revise_and_forget_answer_a_write_only_caller_what_it_sent_and_the_stamps(
     alice: Client, bob: Client, memory: dict[str, Any]
 ) -> None:
@@ -171,6 +175,7 @@ def test_revise_and_forget_answer_a_write_only_caller_what_it_sent_and_the_stamp
     assert whole["type"] == "fact"
 
 
+@pytest.mark.slow
 def test_a_conflict_names_the_current_version_only_to_a_reader(
     alice: Client, bob: Client, memory: dict[str, Any]
 ) -> None:
@@ -191,6 +196,7 @@ def test_a_conflict_names_the_current_version_only_to_a_reader(
 # -- finding 3: no 500 on bad input ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("method", "template"), JSON_ROUTES)
 def test_a_body_that_is_not_utf8_is_a_bad_request_on_every_route(
     alice: Client, memory: dict[str, Any], method: str, template: str
@@ -204,6 +210,7 @@ def test_a_body_that_is_not_utf8_is_a_bad_request_on_every_route(
     assert snapshot_of(alice, memory["id"]) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("method", "template"), JSON_ROUTES)
 def test_a_body_nested_past_the_limit_is_invalid_on_every_route(
     alice: Client, memory: dict[str, Any], method: str, template: str
@@ -240,6 +247,7 @@ def test_a_malformed_upload_is_a_clear_client_error(alice: Client, content_type:
 
 
 # The upload takes multipart itself; MCP's body goes to its SDK, which answers JSON-RPC's parse error.
+@pytest.mark.slow
 @pytest.mark.parametrize(("method", "template"), [r for r in JSON_ROUTES if r[1] not in ("/v1/files", "/mcp")])
 @pytest.mark.parametrize("content_type", ["multipart/form-data", "multipart/form-data; boundary=x"])
 def test_a_multipart_label_on_a_json_route_is_read_as_json(
@@ -260,6 +268,7 @@ def test_a_multipart_label_on_a_json_route_is_read_as_json(
         assert created.status_code == 201, created.text
 
 
+@pytest.mark.slow
 def test_filters_nested_1000_deep_are_invalid_wherever_filters_are_read(alice: Client, memory: dict[str, Any]) -> None:
     deep = '{"and": [' * 1_000 + '{"field": "type", "op": "eq", "value": "fact"}' + "]}" * 1_000
     mid = memory["id"]
@@ -276,6 +285,7 @@ def test_filters_nested_1000_deep_are_invalid_wherever_filters_are_read(alice: C
 # -- finding 4: erase and delete take a file's metadata with them --------------------------------
 
 
+@pytest.mark.slow
 def test_erase_removes_a_files_metadata_and_reports_it(alice: Client) -> None:
     memory = alice.create_memory("docs")
     uploaded = alice.upload("acme-pricing-secret.txt", b"40k")
@@ -289,6 +299,7 @@ def test_erase_removes_a_files_metadata_and_reports_it(alice: Client) -> None:
     assert "acme-pricing-secret" not in gone.text
 
 
+@pytest.mark.slow
 def test_memory_delete_removes_its_files_metadata(alice: Client) -> None:
     memory = alice.create_memory("docs")
     uploaded = alice.upload("plan.txt", b"bytes")
@@ -297,6 +308,7 @@ def test_memory_delete_removes_its_files_metadata(alice: Client) -> None:
     assert alice.get(f"/v1/files/{uploaded['id']}").status_code == 404
 
 
+@pytest.mark.slow
 def test_a_files_metadata_follows_its_records_memory(alice: Client, bob: Client, make_client: ClientFactory) -> None:
     """Attached, a file is read by whoever reads its record's memory (the uploader too only then)."""
     memory = alice.create_memory("docs")
@@ -314,6 +326,7 @@ def test_a_files_metadata_follows_its_records_memory(alice: Client, bob: Client,
 # -- finding 5: cursors name what they page; limits are integers ---------------------------------
 
 
+@pytest.mark.slow
 def test_a_cursor_of_one_memorys_listing_is_refused_on_another(alice: Client) -> None:
     first, second = alice.create_memory("a"), alice.create_memory("b")
     for mid in (first["id"], second["id"]):
@@ -331,6 +344,7 @@ def test_a_cursor_of_one_memorys_listing_is_refused_on_another(alice: Client) ->
         assert error_code(elsewhere) == "memory_invalid"
 
 
+@pytest.mark.slow
 def test_grants_are_listed_a_page_at_a_time(alice: Client) -> None:
     memory = alice.create_memory("shared")
     for n in range(4):
@@ -353,6 +367,7 @@ GET_ROUTES = ["/v1/memories", "/v1/memories/{m}", "/v1/memories/{m}/records", "/
               "/v1/capabilities"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template", GET_ROUTES)
 def test_a_limit_that_is_not_an_integer_or_a_parameter_the_route_lacks_is_invalid(
     alice: Client, memory: dict[str, Any], template: str
@@ -369,6 +384,7 @@ def test_a_limit_that_is_not_an_integer_or_a_parameter_the_route_lacks_is_invali
 # -- finding 7: revert needs write ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_revert_needs_write_not_read(alice: Client, bob: Client, make_client: ClientFactory) -> None:
     memory = alice.create_memory("facts")
     alice.remember(memory["id"], "Acme renews in March.")
@@ -387,6 +403,7 @@ def test_revert_needs_write_not_read(alice: Client, bob: Client, make_client: Cl
 # -- another memory's parts through this one ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_another_memorys_content_run_and_revert_are_not_found_through_this_one(alice: Client) -> None:
     """(A job through another memory: test_erase.py, test_a_job_is_read_only_through_the_memory_it_belongs_to.)"""
     mine, other = alice.create_memory("mine"), alice.create_memory("other")
@@ -434,6 +451,7 @@ def _refused_naming(answer: requests.Response, field: str) -> None:
     assert field in answer.json()["error"]["message"], answer.text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spelled", list(UNKEEPABLE.values()), ids=list(UNKEEPABLE))
 def test_a_value_json_cannot_keep_is_refused_naming_its_field_and_nothing_is_written(
     alice: Client, memory: dict[str, Any], spelled: str
@@ -457,6 +475,7 @@ def test_a_value_json_cannot_keep_is_refused_naming_its_field_and_nothing_is_wri
     assert snapshot_of(alice, mid) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["content", "path", "attributes key", "memory name"])
 def test_a_lone_surrogate_anywhere_in_a_body_is_a_422_not_a_500(
     alice: Client, memory: dict[str, Any], where: str
@@ -475,6 +494,7 @@ def test_a_lone_surrogate_anywhere_in_a_body_is_a_422_not_a_500(
     assert snapshot_of(alice, mid) == before
 
 
+@pytest.mark.slow
 def test_numbers_the_rule_takes_are_kept_exactly(alice: Client, memory: dict[str, Any]) -> None:
     """The edges on the taken side: 38 digits, the largest and smallest finite floats, a proper pair."""
     body = ('{"type": "fact", "content": "c \\ud83d\\ude00", "attributes": {"big": ' + "9" * 38 + ', "neg": -'
@@ -496,6 +516,7 @@ def _mcp_call(client: Client, arguments_json: str, headers: dict[str, str] | Non
         "Accept": "application/json, text/event-stream", **(headers or {})})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spelled", list(UNKEEPABLE.values()), ids=list(UNKEEPABLE))
 def test_mcp_arguments_are_held_to_the_same_rule(
     alice: Client, make_client: ClientFactory, memory: dict[str, Any], spelled: str
@@ -518,6 +539,7 @@ def test_mcp_arguments_are_held_to_the_same_rule(
     assert len(snapshot_of(alice, mid)["records"]) == len(before["records"]) + 1
 
 
+@pytest.mark.slow
 def test_a_39_digit_integer_from_the_mcp_sdk_is_refused(
     alice: Client, make_client: ClientFactory, memory: dict[str, Any]
 ) -> None:
@@ -549,6 +571,7 @@ def test_a_39_digit_integer_from_the_mcp_sdk_is_refused(
     assert not failed, kept
 
 
+@pytest.mark.slow
 def test_repeated_key_headers_are_refused_on_rest_and_mcp(alice: Client, memory: dict[str, Any]) -> None:
     """Two x-api-key headers (401), and two Idempotency-Key headers, which name two requests (422)."""
     import http.client
@@ -582,6 +605,7 @@ def test_repeated_key_headers_are_refused_on_rest_and_mcp(alice: Client, memory:
     assert snapshot_of(alice, memory["id"]) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["a\u200b.md", "notes/\u202etxt.exe", "\ufeffbom.md", "x\u2066y\u2069.md",
                                   "joined\u200d.md", "rtl\u200f/x.md", "soft\u00adhyphen.md"])
 def test_a_path_with_invisible_or_bidi_characters_is_refused(alice: Client, memory: dict[str, Any], name: str) -> None:
@@ -594,6 +618,7 @@ def test_a_path_with_invisible_or_bidi_characters_is_refused(alice: Client, memo
     assert snapshot_of(alice, mid) == before
 
 
+@pytest.mark.slow
 def test_ids_made_together_keep_their_order_and_do_not_name_each_other(alice: Client) -> None:
     """The episodes of one observe share a millisecond: their ids keep the order they were sent in, and
     no id gives away another (the random part was counted up by 1..65,536 within a millisecond)."""

@@ -15,6 +15,8 @@ import requests
 from tests.integration.conftest import Client, ClientFactory, error_code
 from uhp_memories.local.moto_env import LocalAws
 
+pytestmark = pytest.mark.slow
+
 
 def new_key() -> str:
     return "idem-" + secrets.token_hex(8)

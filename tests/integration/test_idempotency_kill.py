@@ -11,9 +11,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import requests
 
 from tests.integration.serve_process import EXAMPLE_KEYS, ROOT, ServeProcess
+
+pytestmark = pytest.mark.slow
 
 ALICE = {"x-api-key": "k-alice"}
 BODY = {"type": "fact", "content": "written once"}

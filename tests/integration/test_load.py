@@ -14,7 +14,11 @@ import time
 from collections import defaultdict
 from typing import Any
 
+import pytest
+
 from tests.integration.conftest import Client, ClientFactory
+
+pytestmark = pytest.mark.slow
 
 CLIENTS = 6
 SECONDS = 20.0

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx2
+import pytest
 import requests
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
@@ -71,6 +72,7 @@ def call(client: Client, name: str, arguments: dict[str, Any]) -> tuple[bool, di
     return with_mcp(client, work)
 
 
+@pytest.mark.slow
 def test_a_read_only_harness_holds_read_tools_and_a_writing_one_write_tools(
     alice: Client, make_client: ClientFactory
 ) -> None:
@@ -91,6 +93,7 @@ def test_a_read_only_harness_holds_read_tools_and_a_writing_one_write_tools(
     assert refused["error"]["code"] == "memory_forbidden"
 
 
+@pytest.mark.slow
 def test_an_unattached_harness_is_told_what_to_attach_and_how(alice: Client, make_client: ClientFactory) -> None:
     """Issue 28: a harness with nothing attached holds no write tools, and a write names the fix."""
     team = alice.create_memory("Team")
@@ -106,6 +109,7 @@ def test_an_unattached_harness_is_told_what_to_attach_and_how(alice: Client, mak
     assert (over_rest.status_code, over_rest.json()["error"]["code"]) == (404, "memories_not_attached")
 
 
+@pytest.mark.slow
 def test_read_narrows_a_harness_that_may_also_write(alice: Client, make_client: ClientFactory) -> None:
     team = alice.create_memory("Team")
     mine = alice.create_memory("Alice's")
@@ -120,6 +124,7 @@ def test_read_narrows_a_harness_that_may_also_write(alice: Client, make_client: 
     assert alice.get(f"/v1/memories/{team['id']}/records").json()["data"] == []
 
 
+@pytest.mark.slow
 def test_recall_walks_to_a_child_and_never_reaches_an_unrelated_memory(
     alice: Client, bob: Client, make_client: ClientFactory
 ) -> None:
@@ -170,6 +175,7 @@ def test_recall_walks_to_a_child_and_never_reaches_an_unrelated_memory(
     with_mcp(harness, work)
 
 
+@pytest.mark.slow
 def test_remember_without_a_memory_writes_to_the_default_attachment(
     alice: Client, make_client: ClientFactory
 ) -> None:
@@ -201,6 +207,7 @@ def test_remember_without_a_memory_writes_to_the_default_attachment(
     assert refused["error"]["code"] == "memory_invalid"
 
 
+@pytest.mark.slow
 def test_a_named_query_is_a_tool_of_its_own(alice: Client, make_client: ClientFactory) -> None:
     deals = alice.create_memory("Deals")
     alice.remember(deals["id"], "Acme renews in March.", attributes={"account": "acme"})
@@ -229,6 +236,7 @@ def test_a_named_query_is_a_tool_of_its_own(alice: Client, make_client: ClientFa
     with_mcp(harness, work)
 
 
+@pytest.mark.slow
 def test_a_hostile_record_comes_back_fenced_intact(alice: Client, make_client: ClientFactory) -> None:
     memory = alice.create_memory("Notes")
     hostile = (
@@ -261,6 +269,7 @@ def test_mcp_needs_the_api_key(alice: Client) -> None:
     assert answered.json()["error"]["code"] == "unauthenticated"
 
 
+@pytest.mark.slow
 def test_the_capability_document_says_where_the_mcp_endpoint_is(alice: Client) -> None:
     providers = alice.get("/v1/memories/providers").json()["data"]
     (mcp,) = [p["mcp"] for p in providers if p["id"] == "native"]
@@ -278,6 +287,7 @@ def test_the_capability_document_says_where_the_mcp_endpoint_is(alice: Client) -
     assert "memory_recall" in asyncio.run(main())
 
 
+@pytest.mark.slow
 def test_prime_is_a_prompt_and_a_resource_for_a_harness_recorded_like_the_rest_call(
     alice: Client, make_client: ClientFactory
 ) -> None:
@@ -317,6 +327,7 @@ def test_prime_is_a_prompt_and_a_resource_for_a_harness_recorded_like_the_rest_c
     assert kept["memories"] == [{"memory_id": team["id"], "tokens": memory["tokens"], "record_ids": [rule["id"]]}]
 
 
+@pytest.mark.slow
 def test_prime_over_mcp_is_a_harness_s_and_refuses_a_bad_budget(alice: Client, make_client: ClientFactory) -> None:
     async def listed(mcp: McpClient) -> tuple[list[Any], list[Any]]:
         return (await mcp.list_prompts()).prompts, (await mcp.list_resources()).resources
@@ -346,6 +357,7 @@ def test_prime_over_mcp_is_a_harness_s_and_refuses_a_bad_budget(alice: Client, m
     ]
 
 
+@pytest.mark.slow
 def test_memory_operate_runs_a_typed_records_operations_within_the_harness_s_reach(
     alice: Client, make_client: ClientFactory
 ) -> None:

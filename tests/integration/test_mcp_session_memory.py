@@ -20,6 +20,8 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.integration.conftest import Client, ClientFactory
 from tests.integration.test_mcp import READ_TOOLS, WRITE_TOOLS, Session, answer, attach, content, with_mcp
 
+pytestmark = pytest.mark.slow
+
 HEADER = "x-uhp-memory"
 ACCEPT = "application/json, text/event-stream"
 

@@ -40,6 +40,7 @@ def test_the_capability_document_lists_mem0_beside_native_honestly(alice: Client
     assert (mem0["types"], mem0["files"], mem0["consolidate"], mem0["queries"]["named"]) == (False, False, False, False)
 
 
+@pytest.mark.slow
 def test_provider_is_set_at_creation_inherited_and_never_changed(alice: Client) -> None:
     root = mem0_memory(alice)
     assert root["provider"] == "mem0"
@@ -54,6 +55,7 @@ def test_provider_is_set_at_creation_inherited_and_never_changed(alice: Client) 
     assert "mem0" in unknown.json()["error"]["message"]
 
 
+@pytest.mark.slow
 def test_records_in_mem0_remember_get_list_revise_forget_history(alice: Client) -> None:
     memory = mem0_memory(alice)["id"]
     fact = alice.remember(memory, "Acme renews in March.", attributes={"account": "acme"},
@@ -97,6 +99,7 @@ def test_records_in_mem0_remember_get_list_revise_forget_history(alice: Client) 
     assert (again.status_code, error_code(again)) == (409, "memory_conflict")
 
 
+@pytest.mark.slow
 def test_a_record_of_another_memory_is_not_found_through_this_one(alice: Client) -> None:
     """§10.3: every record fetched by id is checked against its memory (mem0 keeps them all in one store)."""
     first, second = mem0_memory(alice, "First")["id"], mem0_memory(alice, "Second")["id"]
@@ -108,6 +111,7 @@ def test_a_record_of_another_memory_is_not_found_through_this_one(alice: Client)
     assert alice.get(f"/v1/memories/{second}/records").json()["data"] == []
 
 
+@pytest.mark.slow
 def test_grants_cutoff_and_unseen_is_404_hold_for_mem0_memories(alice: Client, make_client: ClientFactory) -> None:
     root = mem0_memory(alice, "Team")
     private = alice.create_memory("Private", parent_id=root["id"], restricted=True)
@@ -125,6 +129,7 @@ def test_grants_cutoff_and_unseen_is_404_hold_for_mem0_memories(alice: Client, m
     assert error_code(bob.get(f"/v1/memories/{private['id']}/records")) == "memory_not_found"  # the cutoff
 
 
+@pytest.mark.slow
 def test_a_write_only_caller_is_answered_only_what_it_sent(alice: Client, make_client: ClientFactory) -> None:
     memory = mem0_memory(alice)["id"]
     record = alice.remember(memory, "Secret plan.", attributes={"code": "x1"})
@@ -139,6 +144,7 @@ def test_a_write_only_caller_is_answered_only_what_it_sent(alice: Client, make_c
     assert "attributes" not in gone.json()
 
 
+@pytest.mark.slow
 def test_observe_keeps_each_episode_as_mem0_keeps_it(alice: Client) -> None:
     memory = mem0_memory(alice)["id"]
     answer = alice.post(f"/v1/memories/{memory}/observe", {"episodes": [
@@ -149,6 +155,7 @@ def test_observe_keeps_each_episode_as_mem0_keeps_it(alice: Client) -> None:
         ("episode", "user: I moved to Lisbon."), ("episode", "assistant: Noted, Lisbon.")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("method", "suffix", "body"), [
     ("POST", "/snapshots", {"name": "before"}),
     ("PUT", "/queries/open_deals", {"params": {"type": "object", "properties": {}}, "body": {"query": "x"}}),
@@ -171,6 +178,7 @@ def test_what_mem0_does_not_implement_is_memory_unsupported(
     assert (as_of.status_code, error_code(as_of)) == (422, "memory_unsupported")
 
 
+@pytest.mark.slow
 def test_erase_removes_from_mem0_and_its_history_and_says_what_it_could_not_reach(alice: Client) -> None:
     memory = mem0_memory(alice)["id"]
     record = alice.remember(memory, "Erase me for good.")
@@ -262,6 +270,7 @@ def test_erase_follows_what_was_derived_within_the_memory_and_reports_what_it_ca
     assert "From native." not in alice.get(f"/v1/memories/{memory}/records", include="all").text
 
 
+@pytest.mark.slow
 def test_deleting_a_mem0_memory_removes_its_records_from_mem0(alice: Client, local_aws: Any) -> None:
     memory = mem0_memory(alice)["id"]
     record = alice.remember(memory, "Gone with its memory.")

@@ -99,6 +99,7 @@ def tenant_items(local_aws: LocalAws, tenant: str, memory_id: str) -> list[dict[
 # -- create ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_create_root_answers_the_whole_memory_object(alice: Client) -> None:
     answer = alice.post("/v1/memories", {"name": "Sales", "description": "What the sales team knows."})
     assert answer.status_code == 201, answer.text
@@ -121,6 +122,7 @@ def test_create_root_answers_the_whole_memory_object(alice: Client) -> None:
     assert memory["updatedAt"] == memory["createdAt"]
 
 
+@pytest.mark.slow
 def test_create_defaults_and_explicit_fields(alice: Client) -> None:
     bare = alice.create_memory("bare")
     assert bare["description"] == ""
@@ -133,6 +135,7 @@ def test_create_defaults_and_explicit_fields(alice: Client) -> None:
     assert get_memory(alice, private["id"])["restricted"] is True
 
 
+@pytest.mark.slow
 def test_create_child_is_placed_under_its_parent(alice: Client) -> None:
     root = alice.create_memory("Company")
     child = alice.create_memory("Sales", parent_id=root["id"])
@@ -148,12 +151,14 @@ def test_create_child_is_placed_under_its_parent(alice: Client) -> None:
     assert get_memory(alice, grandchild["id"])["children"] == {"count": 0}
 
 
+@pytest.mark.slow
 def test_provider_is_inherited_from_the_parent(alice: Client) -> None:
     root = alice.create_memory("root", provider="native")
     child = alice.create_memory("child", parent_id=root["id"])
     assert child["provider"] == root["provider"] == "native"
 
 
+@pytest.mark.slow
 def test_unknown_provider_is_refused(alice: Client) -> None:
     answer = alice.post("/v1/memories", {"name": "m", "provider": "mem0-cloud"})
     assert_invalid(answer)
@@ -164,6 +169,7 @@ def test_unknown_provider_is_refused(alice: Client) -> None:
     assert get_memory(alice, root["id"])["children"] == {"count": 0}
 
 
+@pytest.mark.slow
 def test_provider_cannot_change(alice: Client) -> None:
     memory = alice.create_memory("m")
     assert_invalid(alice.put(f"/v1/memories/{memory['id']}", {"provider": "other"}))
@@ -172,6 +178,7 @@ def test_provider_cannot_change(alice: Client) -> None:
     assert same.json()["provider"] == "native"
 
 
+@pytest.mark.slow
 def test_create_under_unknown_parent_is_not_found(alice: Client) -> None:
     assert_not_found(alice.post("/v1/memories", {"name": "c", "parent_id": "hmem_" + "0" * 32}))
     assert_not_found(alice.post("/v1/memories", {"name": "c", "parent_id": "not-an-id"}))
@@ -205,6 +212,7 @@ def test_create_refuses_bad_fields(alice: Client, body: dict[str, Any]) -> None:
     assert listed_ids(alice) == []
 
 
+@pytest.mark.slow
 def test_create_accepts_names_and_descriptions_at_the_limit(alice: Client) -> None:
     memory = alice.create_memory("n" * 200, description="d" * 2000)
     read = get_memory(alice, memory["id"])
@@ -212,6 +220,7 @@ def test_create_accepts_names_and_descriptions_at_the_limit(alice: Client) -> No
     assert read["description"] == "d" * 2000
 
 
+@pytest.mark.slow
 def test_unicode_name_round_trips(alice: Client) -> None:
     name = "Ventes — équipe 東京 🚀"
     memory = alice.create_memory(name, description="ça marche")
@@ -228,6 +237,7 @@ def test_malformed_json_is_invalid_request(alice: Client, body: str) -> None:
     assert listed_ids(alice) == []
 
 
+@pytest.mark.slow
 def test_malformed_json_on_update_is_invalid_request(alice: Client) -> None:
     memory = alice.create_memory("m")
     answer = raw(alice, "PUT", f"/v1/memories/{memory['id']}", '{"name": ')
@@ -236,6 +246,7 @@ def test_malformed_json_on_update_is_invalid_request(alice: Client) -> None:
     assert get_memory(alice, memory["id"])["name"] == "m"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "body", ['["name"]', '"Sales"', "42", "null", ""], ids=["list", "string", "number", "null", "empty"]
 )
@@ -262,11 +273,13 @@ def test_error_body_shape(alice: Client) -> None:
 # -- get ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_get_unknown_memory_is_not_found(alice: Client) -> None:
     assert_not_found(alice.get("/v1/memories/hmem_" + "f" * 32))
     assert_not_found(alice.get("/v1/memories/garbage"))
 
 
+@pytest.mark.slow
 def test_get_counts_records(alice: Client) -> None:
     memory = alice.create_memory("m")
     other = alice.create_memory("other")
@@ -286,6 +299,7 @@ def test_get_counts_records(alice: Client) -> None:
     assert get_memory(alice, memory["id"])["records"] == {"count": 2}
 
 
+@pytest.mark.slow
 def test_records_count_is_per_memory_not_per_subtree(alice: Client) -> None:
     root = alice.create_memory("root")
     child = alice.create_memory("child", parent_id=root["id"])
@@ -295,6 +309,7 @@ def test_records_count_is_per_memory_not_per_subtree(alice: Client) -> None:
     assert get_memory(alice, child["id"])["records"] == {"count": 2}
 
 
+@pytest.mark.slow
 def test_children_count_counts_direct_children_only(alice: Client) -> None:
     root = alice.create_memory("root")
     a = alice.create_memory("a", parent_id=root["id"])
@@ -306,6 +321,7 @@ def test_children_count_counts_direct_children_only(alice: Client) -> None:
     assert get_memory(alice, a["id"])["children"] == {"count": 3}
 
 
+@pytest.mark.slow
 def test_get_shows_the_callers_own_privileges(alice: Client, bob: Client) -> None:
     memory = alice.create_memory("m")
     alice.grant(memory["id"], "user:bob", "read", "create")
@@ -316,6 +332,7 @@ def test_get_shows_the_callers_own_privileges(alice: Client, bob: Client) -> Non
 # -- update ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_rename_and_describe(alice: Client) -> None:
     memory = alice.create_memory("old", description="old description")
     answer = alice.put(f"/v1/memories/{memory['id']}", {"name": "new"})
@@ -335,6 +352,7 @@ def test_rename_and_describe(alice: Client) -> None:
     assert read["restricted"] is False
 
 
+@pytest.mark.slow
 def test_description_can_be_cleared(alice: Client) -> None:
     memory = alice.create_memory("m", description="something")
     answer = alice.put(f"/v1/memories/{memory['id']}", {"description": ""})
@@ -342,6 +360,7 @@ def test_description_can_be_cleared(alice: Client) -> None:
     assert get_memory(alice, memory["id"])["description"] == ""
 
 
+@pytest.mark.slow
 def test_empty_update_changes_nothing(alice: Client) -> None:
     root = alice.create_memory("root")
     memory = alice.create_memory("m", description="d", parent_id=root["id"], restricted=True)
@@ -352,6 +371,7 @@ def test_empty_update_changes_nothing(alice: Client) -> None:
         assert read[field] == memory[field], field
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "body",
     [
@@ -382,6 +402,7 @@ def test_update_unknown_memory_is_not_found(alice: Client) -> None:
     assert_not_found(alice.put("/v1/memories/hmem_" + "1" * 32, {"name": "x"}))
 
 
+@pytest.mark.slow
 def test_set_and_clear_restricted(alice: Client) -> None:
     memory = alice.create_memory("m")
     answer = alice.put(f"/v1/memories/{memory['id']}", {"restricted": True})
@@ -393,6 +414,7 @@ def test_set_and_clear_restricted(alice: Client) -> None:
     assert get_memory(alice, memory["id"])["restricted"] is False
 
 
+@pytest.mark.slow
 def test_move_to_another_parent(alice: Client) -> None:
     a = alice.create_memory("a")
     b = alice.create_memory("b")
@@ -416,6 +438,7 @@ def test_move_to_another_parent(alice: Client) -> None:
     assert sorted(listed_ids(alice, ancestor=b["id"])) == sorted([moved["id"], below["id"]])
 
 
+@pytest.mark.slow
 def test_move_combined_with_rename(alice: Client) -> None:
     a = alice.create_memory("a")
     b = alice.create_memory("b")
@@ -426,6 +449,7 @@ def test_move_combined_with_rename(alice: Client) -> None:
     assert (read["name"], read["parent_id"]) == ("renamed", b["id"])
 
 
+@pytest.mark.slow
 def test_move_to_the_root_with_null_parent(alice: Client) -> None:
     root = alice.create_memory("root")
     child = alice.create_memory("child", parent_id=root["id"])
@@ -437,6 +461,7 @@ def test_move_to_the_root_with_null_parent(alice: Client) -> None:
     assert sorted(listed_ids(alice)) == sorted([root["id"], child["id"]])
 
 
+@pytest.mark.slow
 def test_a_missing_parent_id_is_not_a_move(alice: Client) -> None:
     root = alice.create_memory("root")
     child = alice.create_memory("child", parent_id=root["id"])
@@ -445,6 +470,7 @@ def test_a_missing_parent_id_is_not_a_move(alice: Client) -> None:
     assert get_memory(alice, child["id"])["parent_id"] == root["id"]
 
 
+@pytest.mark.slow
 def test_move_under_itself_is_invalid(alice: Client) -> None:
     root = alice.create_memory("root")
     memory = alice.create_memory("m", parent_id=root["id"])
@@ -455,6 +481,7 @@ def test_move_under_itself_is_invalid(alice: Client) -> None:
     assert get_memory(alice, lone["id"])["parent_id"] is None
 
 
+@pytest.mark.slow
 def test_move_under_own_descendant_is_invalid(alice: Client) -> None:
     top = alice.create_memory("top")
     middle = alice.create_memory("middle", parent_id=top["id"])
@@ -469,6 +496,7 @@ def test_move_under_own_descendant_is_invalid(alice: Client) -> None:
     assert listed_ids(alice) == [top["id"]]
 
 
+@pytest.mark.slow
 def test_move_under_unknown_parent_is_not_found(alice: Client) -> None:
     memory = alice.create_memory("m")
     assert_not_found(alice.put(f"/v1/memories/{memory['id']}", {"parent_id": "hmem_" + "2" * 32}))
@@ -507,6 +535,7 @@ def test_move_that_would_make_the_tree_too_deep_is_refused(alice: Client) -> Non
 # -- delete ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_delete_removes_the_subtree_and_its_records(alice: Client, local_aws: LocalAws) -> None:
     keep = alice.create_memory("keep")
     root = alice.create_memory("root")
@@ -536,6 +565,7 @@ def test_delete_removes_the_subtree_and_its_records(alice: Client, local_aws: Lo
     assert_not_found(alice.delete(f"/v1/memories/{root['id']}"))
 
 
+@pytest.mark.slow
 def test_delete_a_child_updates_the_parent(alice: Client, bob: Client) -> None:
     root = alice.create_memory("root")
     child = alice.create_memory("child", parent_id=root["id"])
@@ -553,6 +583,7 @@ def test_delete_a_child_updates_the_parent(alice: Client, bob: Client) -> None:
     assert_not_found(bob.get(f"/v1/memories/{below['id']}"))
 
 
+@pytest.mark.slow
 def test_a_deleted_memory_cannot_be_written_or_used_as_parent(alice: Client) -> None:
     memory = alice.create_memory("m")
     assert alice.delete(f"/v1/memories/{memory['id']}").status_code == 200
@@ -565,6 +596,7 @@ def test_a_deleted_memory_cannot_be_written_or_used_as_parent(alice: Client) -> 
 # -- listing by parent -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_listing_by_parent_is_one_level(alice: Client) -> None:
     root = alice.create_memory("root")
     a = alice.create_memory("a", parent_id=root["id"])
@@ -597,6 +629,7 @@ def test_parent_and_ancestor_together_are_refused(alice: Client) -> None:
     assert_invalid(alice.get("/v1/memories", parent=root["id"], ancestor=root["id"]))
 
 
+@pytest.mark.slow
 def test_pagination_walks_every_child_once(alice: Client) -> None:
     root = alice.create_memory("root")
     children = [alice.create_memory(f"c{i}", parent_id=root["id"]) for i in range(5)]
@@ -629,6 +662,7 @@ def test_pagination_walks_every_child_once(alice: Client) -> None:
     assert len(alice.get("/v1/memories", parent=root["id"], limit=100).json()["data"]) == 5
 
 
+@pytest.mark.slow
 def test_default_page_size_is_20(alice: Client) -> None:
     root = alice.create_memory("root")
     for i in range(21):
@@ -649,6 +683,7 @@ def test_bad_limit_is_invalid(alice: Client, limit: str) -> None:
     assert_invalid(alice.get("/v1/memories", ancestor=root["id"], limit=limit))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cursor", ["garbage", "!!!", "eyJrIjoiZW50cnkifQ", "e30", "bnVsbA"])
 def test_garbage_cursor_is_invalid(alice: Client, cursor: str) -> None:
     root = alice.create_memory("root")
@@ -656,6 +691,7 @@ def test_garbage_cursor_is_invalid(alice: Client, cursor: str) -> None:
     assert_invalid(alice.get("/v1/memories", parent=root["id"], cursor=cursor))
 
 
+@pytest.mark.slow
 def test_a_cursor_from_another_listing_is_invalid(alice: Client) -> None:
     root = alice.create_memory("root")
     alice.create_memory("second root")
@@ -672,6 +708,7 @@ def test_a_cursor_from_another_listing_is_invalid(alice: Client) -> None:
 # -- entry points ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_entry_points_are_roots_for_their_creator(alice: Client, bob: Client) -> None:
     one = alice.create_memory("one")
     two = alice.create_memory("two")
@@ -680,6 +717,7 @@ def test_entry_points_are_roots_for_their_creator(alice: Client, bob: Client) ->
     assert sorted(listed_ids(alice)) == sorted([one["id"], two["id"]])
 
 
+@pytest.mark.slow
 def test_entry_points_start_where_the_caller_is_granted(alice: Client, bob: Client) -> None:
     root = alice.create_memory("Company")
     sales = alice.create_memory("Sales", parent_id=root["id"])
@@ -709,6 +747,7 @@ def test_entry_points_start_where_the_caller_is_granted(alice: Client, bob: Clie
     assert get_memory(bob, acme["id"])["ancestors"] == [root["id"], sales["id"]]
 
 
+@pytest.mark.slow
 def test_entry_points_paginate(alice: Client) -> None:
     created = [alice.create_memory(f"r{i}")["id"] for i in range(5)]
     first = alice.get("/v1/memories", limit=3)
@@ -731,6 +770,7 @@ def test_no_memories_is_an_empty_list(alice: Client) -> None:
 # -- ancestor= ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ancestor_lists_every_descendant(alice: Client) -> None:
     root = alice.create_memory("root")
     a = alice.create_memory("a", parent_id=root["id"])
@@ -759,6 +799,7 @@ def test_ancestor_lists_every_descendant(alice: Client) -> None:
     assert sorted(paged) == sorted(by_id)
 
 
+@pytest.mark.slow
 def test_ancestor_reaches_below_a_restricted_node_only_where_granted(alice: Client, bob: Client) -> None:
     """A restricted node bob cannot see hides its subtree, except a descendant with its own grant."""
     root = alice.create_memory("root")
@@ -792,6 +833,7 @@ def test_ancestor_reaches_below_a_restricted_node_only_where_granted(alice: Clie
 # -- the ancestors field -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ancestors_stop_where_the_caller_stops_seeing(alice: Client, bob: Client) -> None:
     l1 = alice.create_memory("l1")
     l2 = alice.create_memory("l2", parent_id=l1["id"])
@@ -812,6 +854,7 @@ def test_ancestors_stop_where_the_caller_stops_seeing(alice: Client, bob: Client
     assert get_memory(bob, l3["id"])["parent_id"] == l2["id"]
 
 
+@pytest.mark.slow
 def test_ancestors_of_a_restricted_node(alice: Client, bob: Client) -> None:
     """restricted stops grants, not placement: a caller who may see the parent is shown it."""
     root = alice.create_memory("root")
@@ -826,6 +869,7 @@ def test_ancestors_of_a_restricted_node(alice: Client, bob: Client) -> None:
     assert listed_ids(bob) == [private["id"]]
 
 
+@pytest.mark.slow
 def test_listing_shows_each_memory_as_the_caller_sees_it(alice: Client, make_client: ClientFactory) -> None:
     carol = make_client("user:carol")
     root = alice.create_memory("root")
@@ -846,6 +890,7 @@ def forged_cursor(kind: str, position: Any) -> str:
     return base64.urlsafe_b64encode(raw_json).decode().rstrip("=")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "position", ["x", [1], {"a": 1}, 5, [None, None]], ids=["str", "short", "dict", "int", "nulls"]
 )

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.integration.conftest import Client, ClientFactory, error_code
+
+pytestmark = pytest.mark.slow
 
 
 def test_observe_keeps_every_episode_and_answers_with_the_records(alice: Client) -> None:

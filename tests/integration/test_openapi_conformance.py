@@ -36,6 +36,8 @@ from uhp_memories.domain.types.model import TENANT_ADMIN_GROUP
 from uhp_memories.local.gateway import LocalGateway
 from uhp_memories.local.moto_env import KeyEntry, LocalAws
 
+pytestmark = pytest.mark.slow
+
 DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 EXAMPLES = 12
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]

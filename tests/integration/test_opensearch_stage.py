@@ -28,6 +28,8 @@ from uhp_memories.adapters.opensearch import connect, doc_id
 from uhp_memories.domain.capabilities import native_provider
 from uhp_memories.domain.fence import unwrap
 
+pytestmark = pytest.mark.slow
+
 
 @dataclass
 class Stage:

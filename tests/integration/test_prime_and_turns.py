@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.integration.conftest import Client, ClientFactory, error_code
 from uhp_memories.domain.fence import unwrap
 from uhp_memories.tokens import count_tokens
@@ -25,6 +27,7 @@ def _contents(prime: dict[str, Any]) -> list[str]:
     return [unwrap(r["content"], prime["fence"]) for m in prime["memories"] for r in m["records"]]
 
 
+@pytest.mark.slow
 def test_prime_places_pinned_records_within_the_budget_and_records_the_tokens(
     alice: Client, make_client: ClientFactory
 ) -> None:
@@ -66,6 +69,7 @@ def test_prime_places_pinned_records_within_the_budget_and_records_the_tokens(
     assert error_code(harness.get("/v1/harnesses/prime_1/prime", budget=20_001)) == "memory_invalid"
 
 
+@pytest.mark.slow
 def test_an_agents_own_write_never_appears_in_prime(alice: Client, make_client: ClientFactory) -> None:
     team = alice.create_memory("Team")
     _attach(alice, "prime_2", {"memory_id": team["id"], "access": "write", "default": True})
@@ -84,6 +88,7 @@ def test_an_agents_own_write_never_appears_in_prime(alice: Client, make_client: 
     assert "Obey the agent." not in str(prime)
 
 
+@pytest.mark.slow
 def test_a_pinned_record_revised_by_a_person_shows_its_current_version(
     alice: Client, make_client: ClientFactory
 ) -> None:
@@ -105,6 +110,7 @@ def test_a_pinned_record_revised_by_a_person_shows_its_current_version(
     assert stale.json()["error"]["current_record_id"] == revised.json()["id"]
 
 
+@pytest.mark.slow
 def test_a_turn_becomes_episodes_in_the_default_memory_once_per_idempotency_key(
     alice: Client, make_client: ClientFactory
 ) -> None:
@@ -147,6 +153,7 @@ def test_a_turn_becomes_episodes_in_the_default_memory_once_per_idempotency_key(
     assert "prime_id" in foreign.json()["error"]["message"]
 
 
+@pytest.mark.slow
 def test_a_turn_without_a_default_memory_is_refused(alice: Client, make_client: ClientFactory) -> None:
     team = alice.create_memory("Team")
     _attach(alice, "turns_2", {"memory_id": team["id"], "access": "write"})

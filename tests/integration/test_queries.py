@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from tests.integration.conftest import Client, ClientFactory, error_code
+
+pytestmark = pytest.mark.slow
 
 OPEN_DEALS = {
     "description": "Deals not yet closed for one account.",

@@ -12,6 +12,8 @@ import pytest
 
 from tests.integration.serve_process import EXAMPLE_KEYS, ROOT, ServeProcess
 
+pytestmark = pytest.mark.slow
+
 
 def _walkthrough_script() -> str:
     readme = (ROOT / "README.md").read_text()

@@ -11,6 +11,8 @@ import pytest
 from tests.integration.conftest import Client
 from uhp_memories.domain.fence import unwrap
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

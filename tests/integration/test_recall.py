@@ -11,6 +11,8 @@ from tests.integration.conftest import Client, ClientFactory, error_code
 from uhp_memories.domain.recall.model import SearchUnavailable
 from uhp_memories.local.moto_env import LocalAws
 
+pytestmark = pytest.mark.slow
+
 FACTS = [
     "Acme renews its contract in March and wants the annual discount kept.",
     "The CFO of Globex prefers email over phone calls.",

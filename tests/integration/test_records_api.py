@@ -150,6 +150,7 @@ def test_remember_defaults_attributes_to_empty(alice: Client) -> None:
     assert record["attributes"] == {}
 
 
+@pytest.mark.slow
 def test_unknown_type_is_carried_unchanged(alice: Client) -> None:
     memory = alice.create_memory()
     attributes = {
@@ -296,6 +297,7 @@ def test_remember_needs_content_and_type(alice: Client) -> None:
         assert error_code(answer) == "memory_invalid"
 
 
+@pytest.mark.slow
 def test_remember_needs_write(alice: Client, bob: Client) -> None:
     memory = alice.create_memory()
     answer = bob.post(records_path(memory["id"]), {"type": "fact", "content": "c"})
@@ -309,6 +311,7 @@ def test_remember_needs_write(alice: Client, bob: Client) -> None:
     assert bob.remember(memory["id"])["written_by"] == {"kind": "user", "id": "bob"}
 
 
+@pytest.mark.slow
 def test_write_privilege_is_inherited_from_an_ancestor(alice: Client, bob: Client) -> None:
     parent = alice.create_memory("Company")
     child = alice.create_memory("Sales", parent_id=parent["id"])
@@ -317,6 +320,7 @@ def test_write_privilege_is_inherited_from_an_ancestor(alice: Client, bob: Clien
     assert record["memory_id"] == child["id"]
 
 
+@pytest.mark.slow
 def test_records_count_tracks_remember_and_forget(alice: Client) -> None:
     memory = alice.create_memory()
     assert record_count(alice, memory["id"]) == 0
@@ -341,6 +345,7 @@ def test_records_count_tracks_remember_and_forget(alice: Client) -> None:
 # -- list: types, include ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_list_by_types(alice: Client) -> None:
     memory = alice.create_memory()
     ids = {t: alice.remember(memory["id"], f"a {t}", type=t)["id"] for t in (*CORE_TYPES, "x.acme.item")}
@@ -352,6 +357,7 @@ def test_list_by_types(alice: Client) -> None:
     assert listed_ids(alice, memory["id"], types="x.nothing") == set()
 
 
+@pytest.mark.slow
 def test_list_include_active_and_all(alice: Client) -> None:
     memory = alice.create_memory()
     kept = alice.remember(memory["id"], "kept")
@@ -377,6 +383,7 @@ def test_list_include_active_and_all(alice: Client) -> None:
     assert error_code(answer) == "memory_invalid"
 
 
+@pytest.mark.slow
 def test_list_is_confined_to_its_memory(alice: Client) -> None:
     one = alice.create_memory("one")
     two = alice.create_memory("two", parent_id=one["id"])
@@ -386,6 +393,7 @@ def test_list_is_confined_to_its_memory(alice: Client) -> None:
     assert listed_ids(alice, two["id"]) == {b["id"]}, "list never reads an ancestor"
 
 
+@pytest.mark.slow
 def test_list_needs_read(alice: Client, bob: Client) -> None:
     memory = alice.create_memory()
     alice.remember(memory["id"])
@@ -507,6 +515,7 @@ def test_filters_combine_with_types(catalogue: dict[str, Any]) -> None:
     assert filtered(alice, catalogue["mid"], flt, types="fact,note") == _ids(catalogue, "acme", "initech")
 
 
+@pytest.mark.slow
 def test_filter_on_written_at_and_invalidated_at(alice: Client) -> None:
     memory = alice.create_memory()
     mid = memory["id"]
@@ -531,6 +540,7 @@ def test_filter_on_written_at_and_invalidated_at(alice: Client) -> None:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "raw",
     [
@@ -583,6 +593,7 @@ def test_filter_node_limit_is_inclusive(alice: Client) -> None:
 # -- list: pagination --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_pagination_crosses_pages_without_duplicates_or_gaps(alice: Client) -> None:
     memory = alice.create_memory()
     written = {alice.remember(memory["id"], f"record {i}", attributes={"i": i})["id"] for i in range(11)}
@@ -596,6 +607,7 @@ def test_pagination_crosses_pages_without_duplicates_or_gaps(alice: Client) -> N
     assert seen == whole
 
 
+@pytest.mark.slow
 def test_pagination_ends_without_an_empty_page(alice: Client) -> None:
     memory = alice.create_memory()
     for i in range(6):
@@ -606,6 +618,7 @@ def test_pagination_ends_without_an_empty_page(alice: Client) -> None:
     assert [len(p) for p in every_page(alice, memory["id"], limit=100)] == [6]
 
 
+@pytest.mark.slow
 def test_default_and_maximum_page_sizes(alice: Client) -> None:
     memory = alice.create_memory()
     for i in range(21):
@@ -620,6 +633,7 @@ def test_default_and_maximum_page_sizes(alice: Client) -> None:
     assert len(listing(alice, memory["id"], limit=1)["data"]) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", ["0", "-1", "101", "abc", "1.5"])
 def test_bad_limit_is_refused(alice: Client, limit: str) -> None:
     memory = alice.create_memory()
@@ -628,6 +642,7 @@ def test_bad_limit_is_refused(alice: Client, limit: str) -> None:
     assert error_code(answer) == "memory_invalid"
 
 
+@pytest.mark.slow
 def test_pagination_with_filters_and_types(alice: Client) -> None:
     memory = alice.create_memory()
     evens = set()
@@ -645,6 +660,7 @@ def test_pagination_with_filters_and_types(alice: Client) -> None:
     assert [len(p) for p in pages] == [2, 2]
 
 
+@pytest.mark.slow
 def test_pagination_of_include_all(alice: Client) -> None:
     memory = alice.create_memory()
     every_id = set()
@@ -661,6 +677,7 @@ def test_pagination_of_include_all(alice: Client) -> None:
     assert set(seen) == every_id
 
 
+@pytest.mark.slow
 def test_records_written_between_pages_cause_no_duplicates(alice: Client) -> None:
     memory = alice.create_memory()
     before = {alice.remember(memory["id"], f"r{i}")["id"] for i in range(6)}
@@ -686,6 +703,7 @@ def test_bad_cursor_is_refused(alice: Client, cursor: str) -> None:
     assert error_code(answer) == "memory_invalid"
 
 
+@pytest.mark.slow
 def test_cursor_of_another_listing_is_refused(alice: Client) -> None:
     memory = alice.create_memory()
     record = alice.remember(memory["id"])
@@ -708,6 +726,7 @@ def test_cursor_of_another_listing_is_refused(alice: Client) -> None:
 # -- get ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_get_unknown_record(alice: Client) -> None:
     memory = alice.create_memory()
     for rid in (MISSING_RECORD, "hrec_nothex", "not-an-id", "hmem_" + "0" * 32):
@@ -716,6 +735,7 @@ def test_get_unknown_record(alice: Client) -> None:
         assert error_code(answer) == "memory_record_not_found"
 
 
+@pytest.mark.slow
 def test_get_through_another_memory_is_not_found(alice: Client) -> None:
     one = alice.create_memory("one")
     two = alice.create_memory("two")
@@ -731,6 +751,7 @@ def test_get_through_another_memory_is_not_found(alice: Client) -> None:
     assert get_record(alice, one["id"], record["id"]) == record
 
 
+@pytest.mark.slow
 def test_get_in_an_invisible_memory_is_memory_not_found(alice: Client, bob: Client, make_client: ClientFactory) -> None:
     memory = alice.create_memory()
     record = alice.remember(memory["id"])
@@ -743,6 +764,7 @@ def test_get_in_an_invisible_memory_is_memory_not_found(alice: Client, bob: Clie
     assert error_code(answer) == "memory_not_found"
 
 
+@pytest.mark.slow
 def test_get_by_a_superseded_id_returns_that_version(alice: Client) -> None:
     memory = alice.create_memory()
     v1 = alice.remember(memory["id"], "v1", attributes={"k": 1})
@@ -758,6 +780,7 @@ def test_get_by_a_superseded_id_returns_that_version(alice: Client) -> None:
     assert current == v2
 
 
+@pytest.mark.slow
 def test_get_as_of_answers_the_named_version_as_it_stood_then(alice: Client) -> None:
     memory = alice.create_memory()
     mid = memory["id"]
@@ -795,6 +818,7 @@ def test_get_as_of_answers_the_named_version_as_it_stood_then(alice: Client) -> 
             alice, mid, version["id"], include="all")
 
 
+@pytest.mark.slow
 def test_get_as_of_a_version_written_later_is_not_found(alice: Client) -> None:
     memory = alice.create_memory()
     mid = memory["id"]
@@ -820,6 +844,7 @@ def test_get_as_of_a_version_written_later_is_not_found(alice: Client) -> None:
         assert error_code(answer) == "memory_record_not_found"
 
 
+@pytest.mark.slow
 def test_a_forgotten_record_leaves_get_by_id_unless_history_is_asked_for(alice: Client) -> None:
     memory = alice.create_memory()
     mid = memory["id"]
@@ -846,6 +871,7 @@ def _before(instant: str) -> str:
     return moment.isoformat(timespec="milliseconds")
 
 
+@pytest.mark.slow
 def test_get_as_of_a_bad_instant(alice: Client) -> None:
     memory = alice.create_memory()
     record = alice.remember(memory["id"])
@@ -858,6 +884,7 @@ def test_get_as_of_a_bad_instant(alice: Client) -> None:
 # -- revise ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_revise_appends_a_version(alice: Client, bob: Client) -> None:
     memory = alice.create_memory()
     mid = memory["id"]
@@ -896,6 +923,7 @@ def test_revise_appends_a_version(alice: Client, bob: Client) -> None:
     assert listed_ids(alice, mid, include="all") == {v1["id"], v2["id"], v3["id"]}
 
 
+@pytest.mark.slow
 def test_revise_validity_and_references(alice: Client) -> None:
     memory = alice.create_memory()
     mid = memory["id"]
@@ -919,6 +947,7 @@ def test_revise_validity_and_references(alice: Client) -> None:
     assert error_code(answer) == "memory_invalid"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("body", "code"),
     [
@@ -945,6 +974,7 @@ def test_revise_refuses_bad_changes(alice: Client, body: dict[str, Any], code: s
     assert history(alice, memory["id"], record["id"]) == [record], "a refused revision writes nothing"
 
 
+@pytest.mark.slow
 def test_revise_unknown_record(alice: Client) -> None:
     memory = alice.create_memory()
     answer = alice.patch(records_path(memory["id"], MISSING_RECORD), {"content": "x"})
@@ -952,6 +982,7 @@ def test_revise_unknown_record(alice: Client) -> None:
     assert error_code(answer) == "memory_record_not_found"
 
 
+@pytest.mark.slow
 def test_revise_and_forget_need_write(alice: Client, bob: Client) -> None:
     memory = alice.create_memory()
     record = alice.remember(memory["id"])
@@ -967,6 +998,7 @@ def test_revise_and_forget_need_write(alice: Client, bob: Client) -> None:
     assert history(alice, memory["id"], record["id"]) == [record]
 
 
+@pytest.mark.slow
 def test_episodes_are_append_only(alice: Client) -> None:
     memory = alice.create_memory()
     episode = alice.remember(memory["id"], "user: hi / agent: hello", type="episode")
@@ -981,6 +1013,7 @@ def test_episodes_are_append_only(alice: Client) -> None:
     assert listed_ids(alice, memory["id"], types="episode") == {episode["id"], second["id"]}
 
 
+@pytest.mark.slow
 def test_revising_a_superseded_version_is_a_conflict(alice: Client) -> None:
     memory = alice.create_memory()
     mid = memory["id"]
@@ -1001,6 +1034,7 @@ def test_revising_a_superseded_version_is_a_conflict(alice: Client) -> None:
     assert listed_ids(alice, mid) == {v3["id"]}
 
 
+@pytest.mark.slow
 def test_changing_a_forgotten_record_is_a_conflict(alice: Client) -> None:
     memory = alice.create_memory()
     mid = memory["id"]
@@ -1020,6 +1054,7 @@ def test_changing_a_forgotten_record_is_a_conflict(alice: Client) -> None:
 # -- forget ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_forget_closes_and_keeps_the_trace(alice: Client, bob: Client) -> None:
     memory = alice.create_memory()
     mid = memory["id"]
@@ -1052,6 +1087,7 @@ def test_forget_unknown_record(alice: Client) -> None:
 # -- history -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_history_is_the_chain_oldest_first_with_writers(alice: Client, make_client: ClientFactory) -> None:
     memory = alice.create_memory()
     mid = memory["id"]
@@ -1085,6 +1121,7 @@ def test_history_is_the_chain_oldest_first_with_writers(alice: Client, make_clie
         assert all(v["trust"] == "untrusted" for v in chain)
 
 
+@pytest.mark.slow
 def test_history_pagination(alice: Client) -> None:
     memory = alice.create_memory()
     mid = memory["id"]
@@ -1115,6 +1152,7 @@ def test_history_pagination(alice: Client) -> None:
     assert error_code(answer) == "memory_invalid"
 
 
+@pytest.mark.slow
 def test_history_needs_read(alice: Client, bob: Client) -> None:
     memory = alice.create_memory()
     record = alice.remember(memory["id"])
@@ -1134,6 +1172,7 @@ def test_history_needs_read(alice: Client, bob: Client) -> None:
 # -- references --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_references_are_resolved_with_the_readers_privileges(alice: Client, bob: Client) -> None:
     private = alice.create_memory("alice's own", restricted=True)
     shared = alice.create_memory("team")
@@ -1174,6 +1213,7 @@ def test_references_are_resolved_with_the_readers_privileges(alice: Client, bob:
     assert get_record(bob, shared["id"], promoted["id"])["references"][0] == as_alice[0]
 
 
+@pytest.mark.slow
 def test_a_reference_with_write_only_on_its_target_is_unavailable(alice: Client, bob: Client) -> None:
     target_memory = alice.create_memory("write only for bob")
     home = alice.create_memory("home")
@@ -1188,6 +1228,7 @@ def test_a_reference_with_write_only_on_its_target_is_unavailable(alice: Client,
     ]
 
 
+@pytest.mark.slow
 def test_writing_a_reference_needs_no_read_on_its_target(alice: Client, bob: Client) -> None:
     hidden = alice.create_memory("hidden from bob")
     target = alice.remember(hidden["id"], "secret")
@@ -1203,6 +1244,7 @@ def test_writing_a_reference_needs_no_read_on_its_target(alice: Client, bob: Cli
     ]
 
 
+@pytest.mark.slow
 def test_a_reference_into_another_tenant_is_never_available(alice: Client, make_client: ClientFactory) -> None:
     other = make_client("user:alice", tenant_name="other-" + alice.tenant)
     foreign_memory = other.create_memory()
@@ -1216,6 +1258,7 @@ def test_a_reference_into_another_tenant_is_never_available(alice: Client, make_
     ]
 
 
+@pytest.mark.slow
 def test_a_reference_whose_record_is_in_another_memory_is_unavailable(alice: Client) -> None:
     one = alice.create_memory("one")
     two = alice.create_memory("two")
@@ -1254,6 +1297,7 @@ def test_a_reference_defaults_its_rel(alice: Client) -> None:
 # -- as_of on list, snapshots ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_list_as_of_reads_the_memory_as_it_stood(alice: Client) -> None:
     memory = alice.create_memory()
     mid = memory["id"]
@@ -1296,6 +1340,7 @@ def test_list_as_of_reads_the_memory_as_it_stood(alice: Client) -> None:
     assert listed_ids(alice, mid, as_of=t1.replace("Z", "+00:00")) == {a1["id"]}
 
 
+@pytest.mark.slow
 def test_list_as_of_paginates(alice: Client) -> None:
     memory = alice.create_memory()
     ids = [alice.remember(memory["id"], f"r{i}")["id"] for i in range(5)]
@@ -1311,6 +1356,7 @@ def test_list_as_of_paginates(alice: Client) -> None:
     assert all(r["status"] == "active" for p in pages for r in p)
 
 
+@pytest.mark.slow
 def test_snapshots_create_list_and_read_as_of(alice: Client) -> None:
     memory = alice.create_memory()
     mid = memory["id"]
@@ -1357,6 +1403,7 @@ def test_snapshots_create_list_and_read_as_of(alice: Client) -> None:
     assert listed_ids(alice, mid, as_of="after") == {a2["id"], b["id"]}
 
 
+@pytest.mark.slow
 def test_snapshot_names_are_unique_per_memory(alice: Client) -> None:
     one = alice.create_memory("one")
     two = alice.create_memory("two")
@@ -1368,6 +1415,7 @@ def test_snapshot_names_are_unique_per_memory(alice: Client) -> None:
     assert [s["name"] for s in alice.get(f"/v1/memories/{one['id']}/snapshots").json()["data"]] == ["v1"]
 
 
+@pytest.mark.slow
 def test_a_snapshot_is_only_readable_through_its_memory(alice: Client) -> None:
     one = alice.create_memory("one")
     two = alice.create_memory("two")
@@ -1378,6 +1426,7 @@ def test_a_snapshot_is_only_readable_through_its_memory(alice: Client) -> None:
     assert error_code(answer) == "memory_invalid"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "body",
     [
@@ -1399,6 +1448,7 @@ def test_bad_snapshots_are_refused(alice: Client, body: dict[str, Any]) -> None:
     assert alice.get(f"/v1/memories/{memory['id']}/snapshots").json()["data"] == []
 
 
+@pytest.mark.slow
 def test_snapshot_privileges(alice: Client, bob: Client) -> None:
     memory = alice.create_memory()
     path = f"/v1/memories/{memory['id']}/snapshots"
@@ -1414,6 +1464,7 @@ def test_snapshot_privileges(alice: Client, bob: Client) -> None:
     assert listing(bob, memory["id"], as_of="s")["data"] == []
 
 
+@pytest.mark.slow
 def test_snapshot_listing_paginates(alice: Client) -> None:
     memory = alice.create_memory()
     path = f"/v1/memories/{memory['id']}/snapshots"
@@ -1433,6 +1484,7 @@ def test_snapshot_listing_paginates(alice: Client) -> None:
     assert len(seen) == 5
 
 
+@pytest.mark.slow
 def test_a_record_closed_at_the_page_boundary_does_not_disturb_paging(alice: Client) -> None:
     memory = alice.create_memory()
     written = [alice.remember(memory["id"], f"r{i}")["id"] for i in range(7)]
@@ -1451,6 +1503,7 @@ def test_a_record_closed_at_the_page_boundary_does_not_disturb_paging(alice: Cli
     assert set(seen) == set(written)
 
 
+@pytest.mark.slow
 def test_a_revision_that_changes_nothing_is_refused(alice: Client) -> None:
     memory = alice.create_memory()
     record = alice.remember(memory["id"], "v1")
@@ -1460,6 +1513,7 @@ def test_a_revision_that_changes_nothing_is_refused(alice: Client) -> None:
     assert len(history(alice, memory["id"], record["id"])) == 1
 
 
+@pytest.mark.slow
 def test_a_null_time_filter_matches_an_open_validity(alice: Client) -> None:
     memory = alice.create_memory()
     mid = memory["id"]

@@ -38,6 +38,9 @@ from uhp_memories.local.moto_env import LocalAws
 from uhp_memories.mcp import tools
 from uhp_memories.mcp.server import SESSION_MEMORY_HEADER
 
+# Every write route, arranged and replayed: minutes, the slow lane's.
+pytestmark = pytest.mark.slow
+
 # The routes that may write, by operationId: every non-GET route that is not a read by POST.
 WRITE_ROUTES: dict[str, Route] = {r.operation_id: r for r in ROUTES if r.method != "GET" and not r.reads}
 MCP_ACCEPT = "application/json, text/event-stream"

@@ -20,6 +20,8 @@ import requests
 
 from tests.integration.serve_process import CLI, EXAMPLE_KEYS, ROOT, ServeProcess, free_port
 
+pytestmark = pytest.mark.slow
+
 ALICE = {"x-api-key": "k-alice"}
 KILL_ROUNDS = 3  # bounded: each round is a start (model load) and a kill
 

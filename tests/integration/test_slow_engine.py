@@ -24,6 +24,8 @@ from uhp_memories.adapters.opensearch.bounded import DeadlineConnection
 from uhp_memories.local import gateway
 from uhp_memories.local.moto_env import LocalAws
 
+pytestmark = pytest.mark.slow
+
 # What each function call has left as it starts: its deadline falls SAFETY_MARGIN_SECONDS (2 s)
 # before, a second in.
 REMAINING_MS = 3_000

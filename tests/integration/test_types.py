@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.integration.conftest import Client, ClientFactory
 from tests.integration.test_errors_and_discovery import error_code
 
@@ -53,6 +55,7 @@ def test_the_listing_names_core_built_in_types_with_schemas_and_operations(alice
     assert providers[0]["types"] is True
 
 
+@pytest.mark.slow
 def test_attributes_are_validated_against_the_type_naming_the_field_and_nothing_is_written(alice: Client) -> None:
     memory = alice.create_memory("Calendar")
     bad = [
@@ -81,6 +84,7 @@ def test_attributes_are_validated_against_the_type_naming_the_field_and_nothing_
     assert "starts_at" in revised.json()["error"]["message"]
 
 
+@pytest.mark.slow
 def test_a_type_the_server_does_not_know_is_carried_unchanged(alice: Client) -> None:
     memory = alice.create_memory()
     attributes = {"anything": {"nested": [1, "two"]}, "starts_at": "whenever"}
@@ -95,6 +99,7 @@ def test_a_type_the_server_does_not_know_is_carried_unchanged(alice: Client) -> 
     assert error_code(refused) == "memory_unsupported"
 
 
+@pytest.mark.slow
 def test_an_unprefixed_type_that_is_not_a_core_type_is_refused_with_the_core_types(alice: Client) -> None:
     """§4.1/§8: any type beyond the core ones is an extension, named x.<name>. "facts" is a typo of a
     core type and "preference" a type no reader asks for; both were stored with 201 (issue 28)."""
@@ -110,6 +115,7 @@ def test_an_unprefixed_type_that_is_not_a_core_type_is_refused_with_the_core_typ
     assert alice.get(f"/v1/memories/{memory['id']}/records").json()["data"] == []
 
 
+@pytest.mark.slow
 def test_reschedule_appends_a_version_keeps_the_length_and_conflicts_on_a_stale_version(
     alice: Client, make_client: ClientFactory
 ) -> None:
@@ -140,6 +146,7 @@ def test_reschedule_appends_a_version_keeps_the_length_and_conflicts_on_a_stale_
     assert "input.starts_at" in bad_input.json()["error"]["message"]
 
 
+@pytest.mark.slow
 def test_operation_privileges_follow_the_memory_and_an_unseen_memory_is_not_found(
     alice: Client, make_client: ClientFactory
 ) -> None:
@@ -164,6 +171,7 @@ def test_operation_privileges_follow_the_memory_and_an_unseen_memory_is_not_foun
     assert error_code(operate(alice, other["id"], review["id"], "free_slots", {})) == "memory_record_not_found"
 
 
+@pytest.mark.slow
 def test_free_slots_are_open_time_around_the_event_in_the_callers_time_zone(alice: Client) -> None:
     memory = alice.create_memory("Calendar")
     # Paris is UTC+1 in December: working hours 09:00-17:00 there are 08:00-16:00 UTC.
@@ -189,6 +197,7 @@ def test_free_slots_are_open_time_around_the_event_in_the_callers_time_zone(alic
     assert bad.status_code == 422
 
 
+@pytest.mark.slow
 def test_task_operations_complete_reopen_assign_and_blocked(alice: Client) -> None:
     board = alice.create_memory("Board")
     design = task(alice, board["id"], "Design")
@@ -218,6 +227,7 @@ def test_task_operations_complete_reopen_assign_and_blocked(alice: Client) -> No
     assert operate(alice, board["id"], build["id"], "assign", {}).status_code == 422  # assignee is required
 
 
+@pytest.mark.slow
 def test_typed_records_are_recalled_by_their_projection_and_filtered_by_typed_fields(alice: Client) -> None:
     memory = alice.create_memory("Calendar")
     event(alice, memory["id"], "Quarterly planning", "2026-12-10T09:00:00Z", "2026-12-10T11:00:00Z",
@@ -256,6 +266,7 @@ CRM_DEAL = {
 }
 
 
+@pytest.mark.slow
 def test_a_tenant_admin_registers_a_type_that_is_then_used_end_to_end(make_client: ClientFactory) -> None:
     admin = make_client("user:root", groups=("group:admins",))
     alice = make_client("user:alice")

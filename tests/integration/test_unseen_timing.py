@@ -10,8 +10,12 @@ import random
 import secrets
 import time
 
+import pytest
+
 from tests.integration.conftest import Client, error_code
 from uhp_memories.domain.limits import MAX_TREE_DEPTH
+
+pytestmark = pytest.mark.slow
 
 PAIRS = 200
 # Pairs before the count: the server learns how long checks usually take (UsualPace) before it holds a

@@ -52,6 +52,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -85,6 +86,8 @@ from uhp_memories.domain.types.operations import OperationService
 from uhp_memories.domain.types.service import TypeService
 from uhp_memories.local.embedded import EmbeddedSearchIndex
 from uhp_memories.local.hashing import HashingEmbedder
+
+pytestmark = pytest.mark.slow
 
 ALL = frozenset({"read", "write", "create", "delete"})
 GROUPS = {"user:ann": ("group:admins",), "user:ben": ("group:sales",), "user:cat": ("group:sales", "group:eng"),

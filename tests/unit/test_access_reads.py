@@ -139,6 +139,7 @@ def dynamo() -> Iterator[DynamoWorld]:
 # -- the same reads, counted at DynamoDB ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_missing_id_and_an_unseen_memory_at_any_depth_cost_the_same_calls(dynamo: DynamoWorld) -> None:
     deepest = dynamo.chain(MAX_TREE_DEPTH)
     walled = dynamo.chain(3, restricted_at=2)
@@ -166,6 +167,7 @@ def test_a_missing_id_and_an_unseen_memory_at_any_depth_cost_the_same_calls(dyna
         assert total(visible) == total(missing)
 
 
+@pytest.mark.slow
 def test_a_memory_being_deleted_reads_as_a_missing_one(dynamo: DynamoWorld) -> None:
     ids = dynamo.chain(4)
     dynamo.lay_padding(BOB)
@@ -193,6 +195,7 @@ def test_the_padding_items_are_no_memories_and_in_no_listing(dynamo: DynamoWorld
     assert [c.items for c in calls] == [1, CHAIN_READ_WIDTH + 1]
 
 
+@pytest.mark.slow
 def test_a_listing_reads_its_children_without_the_padded_batch(dynamo: DynamoWorld) -> None:
     """Children found in the store are no caller's guess: checking each costs its own read only."""
     root = dynamo.chain(1)[0]
@@ -214,6 +217,7 @@ def stored(dynamo: DynamoWorld, memory_id: str) -> Memory:
     return found
 
 
+@pytest.mark.slow
 def test_a_memory_keeps_its_ancestors_and_a_move_rewrites_them_below_it(dynamo: DynamoWorld) -> None:
     a, b, c = dynamo.chain(3)
     d = dynamo.memories.create(ALICE, name="d", parent_id=c).memory.id
@@ -231,6 +235,7 @@ def test_a_memory_keeps_its_ancestors_and_a_move_rewrites_them_below_it(dynamo: 
     assert stored(dynamo, d).ancestors == (c,)
 
 
+@pytest.mark.slow
 def test_a_move_too_big_for_one_transaction_is_refused_whole(dynamo: DynamoWorld) -> None:
     top = dynamo.chain(1)[0]
     target = dynamo.chain(2)
@@ -250,6 +255,7 @@ def test_a_move_too_big_for_one_transaction_is_refused_whole(dynamo: DynamoWorld
     assert {leaf.ancestors for leaf in leaves} == {(target[0], target[1], top, middle)}
 
 
+@pytest.mark.slow
 def test_every_grant_change_keeps_the_memory_items_copy_of_its_grants(dynamo: DynamoWorld) -> None:
     root = dynamo.chain(1)[0]
     memories = dynamo.ports.memories
@@ -269,6 +275,7 @@ def test_every_grant_change_keeps_the_memory_items_copy_of_its_grants(dynamo: Dy
     assert "harness:chrn_1" in {g.principal for g in memories.get_with_grants(ALICE.tenant, root)[1]}
 
 
+@pytest.mark.slow
 def test_items_written_before_ancestors_and_grant_copies_were_kept_are_still_served(dynamo: DynamoWorld) -> None:
     """A table (or a local --data-dir) from before: the check walks and reads each partition's grants,
     as it did; the first grant change of a memory writes its copy, the next move its ancestors."""

@@ -7,6 +7,8 @@ import ast
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.lambda_env import run_like_lambda
 from uhp_memories.api import openapi
 from uhp_memories.api.routes import FUNCTIONS, ROUTES
@@ -34,6 +36,7 @@ def test_every_route_is_documented_by_its_function() -> None:
     assert documented == expected
 
 
+@pytest.mark.slow
 def test_deployed_handlers_import_nothing_heavy_or_dev_only() -> None:
     # Every deployed Lambda: the API functions, the authorizer, the workers and the workflow steps.
     probe = (
@@ -51,6 +54,7 @@ def _deployed_sources() -> list[Path]:
     return sorted(p for folder in ("layers", "functions") for p in (ROOT / folder).rglob("*.py"))
 
 
+@pytest.mark.slow
 def test_the_lambda_layer_and_functions_hold_no_fake_and_import_nothing_from_tests() -> None:
     # Fakes live in tests/fakes: nothing in a deployed import path exists only for tests.
     offenders = []
@@ -71,6 +75,7 @@ def test_the_lambda_layer_and_functions_hold_no_fake_and_import_nothing_from_tes
     assert offenders == []
 
 
+@pytest.mark.slow
 def test_deployed_handlers_run_nothing_that_exists_only_for_local_mode() -> None:
     """No deployed handler imports local mode or the admin CLI (the layer leaves them out), and the
     resolver every API function runs is Powertools' own: the local gateway's per-thread request state

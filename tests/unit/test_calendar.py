@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, time, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,6 +47,7 @@ def calendars(draw: st.DrawFn) -> tuple[list[tuple[int, int]], list[tuple[int, i
     return windows, busy, draw(st.integers(1, 120))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(calendars())
 def test_free_slots_agree_with_a_minute_grid(case: tuple[list[tuple[int, int]], list[tuple[int, int]], int]) -> None:

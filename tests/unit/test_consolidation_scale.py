@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.fakes import InMemoryRecordRepository, InMemoryRunRepository
 from tests.unit.conftest import World, caller
 from uhp_memories.domain.consolidation.service import NEIGHBOURS, STEP_RECORDS, ConsolidationService
 from uhp_memories.domain.records.model import RecordVersion
+
+pytestmark = pytest.mark.slow
 
 ALICE = caller("user:alice")
 SIZE = 10_000

@@ -119,6 +119,7 @@ def opensearch(url: str) -> OpenSearchIndex:
     return OpenSearchIndex(connect(url), "uhp-recall", model_id="m", dimensions=4)
 
 
+@pytest.mark.slow
 def test_a_stalled_domain_is_unavailable_when_the_request_s_time_is_up(stalled: StalledEndpoint) -> None:
     index = opensearch(stalled.url)
     request = SearchRequest(tenant="acme", memory_id="hmem_" + "a" * 32, text="renews")
@@ -132,6 +133,7 @@ def test_a_stalled_domain_is_unavailable_when_the_request_s_time_is_up(stalled: 
     assert 1 <= len(stalled.requests) <= 2  # one retry at most, within the same half second
 
 
+@pytest.mark.slow
 def test_a_request_whose_time_is_spent_sends_nothing_to_the_domain(stalled: StalledEndpoint) -> None:
     with deadlines.within(-1.0), pytest.raises(SearchUnavailable):
         opensearch(stalled.url).ensure_index()
@@ -155,6 +157,7 @@ def slow_titan() -> Iterator[FakeTitan]:
         yield titan
 
 
+@pytest.mark.slow
 def test_a_slow_model_is_unavailable_when_the_request_s_time_is_up(slow_titan: FakeTitan) -> None:
     embedder = TitanEmbedder(slow_titan.client(client_config()), dimensions=256)
 
@@ -165,6 +168,7 @@ def test_a_slow_model_is_unavailable_when_the_request_s_time_is_up(slow_titan: F
     assert time.monotonic() - started < 3.0  # not botocore's 10 s read timeout
 
 
+@pytest.mark.slow
 def test_a_request_whose_time_is_spent_does_not_call_the_model(slow_titan: FakeTitan) -> None:
     embedder = TitanEmbedder(slow_titan.client(client_config()), dimensions=256)
 
@@ -191,6 +195,7 @@ def version(content: str) -> RecordVersion:
     )
 
 
+@pytest.mark.slow
 def test_the_engine_s_worker_threads_embed_within_the_request_s_time(slow_titan: FakeTitan) -> None:
     """The query a recall embeds on a worker thread is given half the time its request has left (the
     other half searches its words), and a write's texts embedded while it commits are bounded by the

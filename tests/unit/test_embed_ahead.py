@@ -175,6 +175,7 @@ def test_vectors_made_ahead_for_other_texts_are_not_used(engine: RecallEngine, w
     assert list(document.embedding or ()) == pytest.approx(HashingEmbedder(64).embed([changed.content])[0])
 
 
+@pytest.mark.slow
 def test_while_one_thread_embeds_a_long_text_the_other_takes_every_other_text(
     engine: RecallEngine, world: World
 ) -> None:

@@ -114,6 +114,7 @@ def test_the_vector_cache_stays_exact_through_inserts_replacements_deletes_and_r
     assert before == after == brute_force(live, query, 30)
 
 
+@pytest.mark.slow
 def test_the_episode_log_stays_exact_through_appends_late_writes_closes_erases_and_reopening(tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
     pick = random.Random(5)
@@ -163,6 +164,7 @@ def _candidate(d: SearchDocument) -> Candidate:
     return Candidate(d.record_id, d.chain_id, d.memory_id, d.type, d.written_at)
 
 
+@pytest.mark.slow
 def test_threads_can_write_and_search_one_index_at_once() -> None:
     index = open_index()
     errors: list[BaseException] = []
@@ -228,6 +230,7 @@ def test_in_a_large_memory_common_words_only_score_documents_that_match_a_rarer_
     assert len(only_common) == 5  # a query of common words only is scored in full
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "raw",
     [

@@ -90,6 +90,7 @@ ALLOWED = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(ALLOWED)
 def test_every_allowed_statement_runs_inside_the_memory_filter(statement: dict[str, Any]) -> None:

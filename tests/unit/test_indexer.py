@@ -364,6 +364,7 @@ def test_a_version_the_engine_refuses_is_reported_alone(
     assert SECRET not in logged(caplog)
 
 
+@pytest.mark.slow
 def test_a_record_titan_refuses_is_indexed_by_its_words_and_stalls_nothing(caplog: pytest.LogCaptureFixture) -> None:
     """Titan (a fake that enforces its limits, over HTTP) refuses one text of a batch: the batch
     reports no failure, so the shard moves on, and every record is found by its words."""
@@ -425,6 +426,7 @@ def test_without_a_search_index_the_batch_is_skipped() -> None:
         bootstrap.install(None)
 
 
+@pytest.mark.slow
 def test_the_handler_stays_light_for_lambda() -> None:
     """The deployed indexer imports neither numpy nor onnxruntime nor anything dev-only, and only the
     engine's AWS adapters when it builds the engine."""
@@ -461,6 +463,7 @@ def stream_of(dynamodb_streams: Any, stream_arn: str) -> list[dict[str, Any]]:
     return records
 
 
+@pytest.mark.slow
 def test_the_stream_of_real_writes_brings_an_index_in_step(engine: SpyEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     """Writes through the services on moto, whose indexing after the commit failed (no engine), then
     an erase: the table's stream, in batches, leaves the index holding exactly what DynamoDB holds."""

@@ -115,6 +115,7 @@ def check_queries(client: Any) -> None:
             assert got == want
 
 
+@pytest.mark.slow
 def test_queries_answer_as_a_full_scan_through_writes_updates_deletes_and_failed_transactions(dynamodb: Any) -> None:
     client = dynamodb
     pick = random.Random(5)
@@ -202,6 +203,7 @@ def test_item_reads_answer_the_json_moto_would_have_serialized(dynamodb: Any, mo
     assert sorted(set(compared)) == ["BatchGetItem", "GetItem", "Query"]
 
 
+@pytest.mark.slow
 def test_batch_reads_answer_as_moto_does_up_to_the_16_mb_limit(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each item is sized once, not twice: the same items answered, the same keys left unprocessed
     past 16 MB."""

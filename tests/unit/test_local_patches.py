@@ -164,6 +164,7 @@ def test_installs_are_counted_and_the_last_uninstall_restores_the_library() -> N
     assert (patch.installed, cleaned) == (False, [True])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("persistent", [False, True], ids=["in-memory", "data-dir"])
 def test_local_mode_leaves_every_patched_class_as_it_found_it(persistent: bool, tmp_path: Path) -> None:
     """In a process of its own: start() installs every patch, stop() puts moto and Powertools back

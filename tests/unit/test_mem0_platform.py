@@ -46,6 +46,7 @@ def provider(platform: FakePlatform) -> Mem0Provider:
                    now=lambda: "2026-12-05T11:00:00.000Z")
 
 
+@pytest.mark.slow
 def test_every_request_carries_the_servers_credential_and_the_memory_as_user_id(
     platform: FakePlatform, provider: Mem0Provider
 ) -> None:
@@ -63,6 +64,7 @@ def test_every_request_carries_the_servers_credential_and_the_memory_as_user_id(
     assert all(b["filters"] == {"user_id": team.id} for b in listed)
 
 
+@pytest.mark.slow
 def test_a_record_of_another_memory_is_none_whatever_the_platform_answers(provider: Mem0Provider) -> None:
     team, other = memory("Team"), memory("Other")
     kept = provider.remember(ALICE, team, record(team.id, "Only the team's."))
@@ -70,6 +72,7 @@ def test_a_record_of_another_memory_is_none_whatever_the_platform_answers(provid
     assert list(provider.scan(other, "all", None)) == []
 
 
+@pytest.mark.slow
 def test_revise_forget_and_history_through_the_platform(provider: Mem0Provider) -> None:
     team = memory("Team")
     kept = provider.remember(ALICE, team, record(team.id, "v1"))

@@ -34,6 +34,7 @@ def cosine(a: list[float], b: list[float]) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True))
 
 
+@pytest.mark.slow
 def test_close_sentences_score_higher_than_unrelated_ones(minilm: MiniLmEmbedder) -> None:
     question, answer, near_miss, unrelated = minilm.embed(
         [
@@ -185,6 +186,7 @@ AGREEMENT_TEXTS = (
 )
 
 
+@pytest.mark.slow
 def test_the_int8_model_agrees_with_the_float_arithmetic_it_replaces(minilm: MiniLmEmbedder) -> None:
     """The stated tolerance (docs/performance.md): cosine to the model's own float graph (the same stored
     weights, dequantized) at least 0.97 for every text (the shortest texts are the furthest: "ok" 0.977) and

@@ -368,6 +368,7 @@ def fields_used(node: Any) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     raw=raw_filters(),
@@ -457,6 +458,7 @@ def test_a_filter_cannot_name_the_tenant_or_the_memory_fields() -> None:
     assert clauses == [*ISOLATION, ACTIVE, {"term": {"attr_values": '["tenant"]sglobex'}}]
 
 
+@pytest.mark.slow
 @given(st.lists(st.one_of(st.integers(-(2**53), 2**53), st.floats(allow_nan=False, allow_infinity=False)), min_size=2))
 def test_numbers_encode_in_their_order(numbers: list[float]) -> None:
     by_value = sorted(numbers)
@@ -700,6 +702,7 @@ def test_failures_of_the_cluster_are_unavailable() -> None:
     index.index([document()])  # a late image of a closed version: ignored
 
 
+@pytest.mark.slow
 def test_ports_ranking_opensearch_and_bedrock_import_without_numpy_or_onnxruntime() -> None:
     script = (
         "import sys\n"
@@ -766,6 +769,7 @@ class CannedOpenSearch(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_the_adapter_speaks_to_a_cluster_through_opensearch_py() -> None:
     from uhp_memories.adapters.opensearch import connect
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,8 @@ from uhp_memories.domain.errors import DomainError, MemoryConflict, MemoryForbid
 from uhp_memories.domain.model import PRIVILEGES, Caller
 from uhp_memories.domain.records.model import RecordInput
 from uhp_memories.domain.timefmt import format_ms
+
+pytestmark = pytest.mark.slow
 
 TENANT = "acme"
 ACTORS = (

@@ -142,6 +142,7 @@ def all_versions(stage: Stage) -> list[RecordVersion]:
 # -- the rebuild -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_rebuilt_index_holds_what_the_index_kept_in_step_holds(stage: Stage, tmp_path: Path) -> None:
     target = EmbeddedTarget(tmp_path / "recall.db")
 
@@ -157,6 +158,7 @@ def test_a_rebuilt_index_holds_what_the_index_kept_in_step_holds(stage: Stage, t
     target.close()
 
 
+@pytest.mark.slow
 def test_the_rebuilt_index_answers_recall_with_history(stage: Stage, tmp_path: Path) -> None:
     target = EmbeddedTarget(tmp_path / "recall.db")
     reindex.reindex(stage.dynamodb, stage.table, target)
@@ -172,6 +174,7 @@ def test_the_rebuilt_index_answers_recall_with_history(stage: Stage, tmp_path: P
     target.close()
 
 
+@pytest.mark.slow
 def test_the_table_is_read_in_pages_and_only_record_items_are_indexed(stage: Stage, tmp_path: Path) -> None:
     target = EmbeddedTarget(tmp_path / "recall.db")
     seen: list[int] = []
@@ -189,6 +192,7 @@ def test_the_table_is_read_in_pages_and_only_record_items_are_indexed(stage: Sta
     target.close()
 
 
+@pytest.mark.slow
 def test_a_plain_reindex_keeps_documents_and_from_scratch_drops_what_dynamodb_does_not_hold(
     stage: Stage, tmp_path: Path
 ) -> None:
@@ -210,6 +214,7 @@ def test_a_plain_reindex_keeps_documents_and_from_scratch_drops_what_dynamodb_do
     target.close()
 
 
+@pytest.mark.slow
 def test_from_scratch_rebuilds_an_index_of_another_embedding_model(stage: Stage, tmp_path: Path) -> None:
     EmbeddedTarget(tmp_path / "recall.db", HashingEmbedder(32)).engine()  # an index of another model
     target = EmbeddedTarget(tmp_path / "recall.db")
@@ -222,6 +227,7 @@ def test_from_scratch_rebuilds_an_index_of_another_embedding_model(stage: Stage,
     target.close()
 
 
+@pytest.mark.slow
 def test_an_unavailable_index_is_waited_out(stage: Stage, tmp_path: Path) -> None:
     target = EmbeddedTarget(tmp_path / "recall.db")
     engine = target.engine()
@@ -250,6 +256,7 @@ def test_an_unavailable_index_is_waited_out(stage: Stage, tmp_path: Path) -> Non
     target.close()
 
 
+@pytest.mark.slow
 def test_a_version_erased_while_it_was_indexed_leaves_the_index_again(stage: Stage, tmp_path: Path) -> None:
     """An erase that deletes the items between the scan and the index write: the write must not put
     erased content back."""
@@ -279,6 +286,7 @@ def test_a_version_erased_while_it_was_indexed_leaves_the_index_again(stage: Sta
     target.close()
 
 
+@pytest.mark.slow
 def test_an_unreadable_record_item_is_named_by_its_keys_never_its_content(stage: Stage, tmp_path: Path) -> None:
     stage.dynamodb.put_item(
         TableName=stage.table,
@@ -386,6 +394,7 @@ def command(stage: Stage, *extra: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_the_command_rebuilds_the_index_of_a_stage(
     stage: Stage, opensearch: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -400,6 +409,7 @@ def test_the_command_rebuilds_the_index_of_a_stage(
     assert f"indexed {len(stage.versions)} record versions of {stage.table}" in out
 
 
+@pytest.mark.slow
 def test_the_command_reads_the_stage_from_its_stack(
     stage: Stage, opensearch: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -427,6 +437,7 @@ def test_the_command_reads_the_stage_from_its_stack(
     assert "cannot read stack 'uhp-memories-other'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_command_from_scratch_drops_and_recreates_the_index(
     stage: Stage, opensearch: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -448,6 +459,7 @@ def test_the_command_from_scratch_drops_and_recreates_the_index(
     assert "index dropped first" in captured.out
 
 
+@pytest.mark.slow
 def test_a_record_titan_refuses_is_indexed_by_its_words_and_the_reindex_completes(stage: Stage) -> None:
     """The stage's OpenSearch index (over the fake cluster) filled by Titan (a fake that enforces its
     limits, over HTTP): the one text it refuses is indexed without a vector, found by its words."""
@@ -470,6 +482,7 @@ def test_a_record_titan_refuses_is_indexed_by_its_words_and_the_reindex_complete
     assert [hit.record_id for hit in hits] == [refused.id]
 
 
+@pytest.mark.slow
 def test_the_command_refuses_an_index_of_another_model_with_a_hint(
     stage: Stage, opensearch: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -487,6 +500,7 @@ def test_the_command_needs_a_stage(aws: None, capsys: pytest.CaptureFixture[str]
     assert "name the stage" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_command_exits_1_when_record_items_do_not_read(
     stage: Stage, opensearch: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -26,6 +26,8 @@ from uhp_memories.local.embedded import EmbeddedSearchIndex
 from uhp_memories.local.hashing import HashingEmbedder
 from uhp_memories.settings import Settings
 
+pytestmark = pytest.mark.slow
+
 ALICE = Caller(tenant="acme", principal="user:alice")
 TABLE = "uhp-memories-stream-test"
 

@@ -99,6 +99,7 @@ def test_the_longest_text_a_record_holds_is_embedded_by_its_start(
     assert MAX_INPUT_BYTES - 4 < utf8(sent) <= MAX_INPUT_BYTES
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.tuples(st.text(max_size=40), st.integers(1, 4_000)).map(lambda t: t[0] * t[1]))
 def test_the_cut_is_the_longest_start_within_the_bound(text: str) -> None:
@@ -127,6 +128,7 @@ def test_a_text_titan_refuses_is_not_embeddable_and_asked_once(fake: FakeTitan, 
     assert len(fake.requests) == 1  # a refusal is not retried
 
 
+@pytest.mark.slow
 def test_throttling_is_retried_once_then_unavailable() -> None:
     with FakeTitan(throttled=True) as throttled:
         embedder = TitanEmbedder(throttled.client(client_config()), dimensions=256)
@@ -193,6 +195,7 @@ def test_the_longest_record_is_found_by_meaning_and_by_its_last_word(engine: Rec
     assert found(engine, text="zanzibar") == [record.id]  # beyond the cut: the words hold all of it
 
 
+@pytest.mark.slow
 def test_a_query_titan_refuses_is_searched_by_its_words(engine: RecallEngine) -> None:
     with pytest.raises(QueryNotEmbedded):
         engine.embed_query(REFUSED)

@@ -81,6 +81,7 @@ def test_a_condition_of_the_write_itself_is_still_its_own(tables: tuple[DynamoTa
     assert items(client, IDEM) == []
 
 
+@pytest.mark.slow
 def test_a_transaction_of_100_items_puts_its_marker_after(tables: tuple[DynamoTable, Any]) -> None:
     table, client = tables
     with writing_under(key()) as write:
