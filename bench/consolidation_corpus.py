@@ -7,7 +7,7 @@ Not a test. The corpus plants, among unrelated facts about many companies:
 - near misses, which a run must leave alone: the same sentence with another value ("email" -> "phone"),
   negated ("never"), about another company, or a restatement that is *older* than what it restates.
 
-Part 1 calibrates the near-duplicate rule (domain/merging.py): every planted pair and near miss scored
+Part 1 calibrates the near-duplicate rule (domain/consolidation/merging.py): every planted pair and near miss scored
 with the real embedder (MiniLM int8, as recall uses it), precision and recall at a grid of thresholds.
 Part 2 runs a real consolidation through the public API on the local server, reports the precision and
 recall of what it forgot and superseded, then reverts it and compares a scan of the memory before and

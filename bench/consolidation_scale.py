@@ -1,5 +1,5 @@
 """Consolidation steps at growing memory sizes: a step's work must not grow with the memory (§9.2; the
-bounded steps of domain/consolidation.py), so each fits a Lambda whatever the size.
+bounded steps of domain/consolidation/service.py), so each fits a Lambda whatever the size.
 
 Not a test. On the local server (moto, the embedded index, MiniLM), for each size: a new memory of that
 many facts (LoCoMo dev turns as facts, written in process through RecordService.remember, so each is

@@ -40,7 +40,7 @@ def earlier_embedder(rev: str) -> Any | None:
     """MiniLmEmbedder as commit `rev` wrote it, or None where that commit has no such module."""
     try:
         source = subprocess.run(
-            ["git", "show", f"{rev}:layers/core/uhp_memories/search/minilm.py"],
+            ["git", "show", f"{rev}:layers/core/uhp_memories/local/minilm.py"],
             cwd=ROOT, capture_output=True, text=True, check=True,
         ).stdout
     except subprocess.CalledProcessError:

@@ -3,7 +3,7 @@
 The OpenSearch adapter runs over the in-process stand-in of the contract tests
 (tests/contract/opensearch_fake.py: exact k-NN, BM25 without stemming), with the same MiniLM vectors,
 so the figures check that the adapter retrieves what the embedded engine does (both are ranked by
-search/ranking.py: relative fusion, episode context read from the log around every candidate, exact
+domain/recall/ranking.py: relative fusion, episode context read from the log around every candidate, exact
 similarity for what the words found); they are not OpenSearch's own. Slow (the stand-in is pure
 Python): a sample of questions.
 

@@ -130,7 +130,7 @@ INFERENCE_PROFILE_PREFIXES = ("us.", "eu.", "apac.", "us-gov.", "jp.", "au.", "c
 
 
 class DerivationConfig(_Strict):
-    """The model that derives facts and notes from episodes after observe answers (domain/observing.py),
+    """The model that derives facts and notes from episodes after observe answers (domain/observing/service.py),
     if any. Only the derive step calls it, and only it gets the permission to."""
 
     provider: Literal["none", "bedrock", "openai"] = Field(
@@ -195,7 +195,7 @@ KMS_KEY_ARN_PATTERN = r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$
 
 
 class Mem0Config(_Strict):
-    """The mem0 provider beside the native one (§10; uhp_memories/providers/mem0.py), when the stage connects
+    """The mem0 provider beside the native one (§10; uhp_memories/adapters/mem0.py), when the stage connects
     it: a memory created with `"provider": "mem0"` keeps its records there. Only the functions that reach such
     records (infra/catalog.py `mem0="connect"`) get mem0's library and its credential."""
 

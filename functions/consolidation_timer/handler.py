@@ -1,6 +1,6 @@
 """The consolidation timer (a worker Lambda): what a memory's schedule invokes (EventBridge Scheduler in
 AWS, the local server's ticker locally) with {"tenant", "memory_id"}. It starts a scheduled run
-(domain/schedules.py); it answers what it did, for Scheduler's and the ticker's logs."""
+(domain/consolidation/schedules.py); it answers what it did, for Scheduler's and the ticker's logs."""
 
 from __future__ import annotations
 

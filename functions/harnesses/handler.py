@@ -1,7 +1,7 @@
 """Attaching memories to a harness (§9): PUT replaces the list (attaching is granting), GET reads it;
 its owners (who may do so beside the harness itself). Prime and turns (§9.1): GET .../prime places the
 attached memories' pinned records within a token budget; POST .../turns sends a turn to the default
-memory as episodes. Only the harness and its owners reach any of these (domain/harnesses.py)."""
+memory as episodes. Only the harness and its owners reach any of these (domain/agents/harnesses.py)."""
 
 from typing import Annotated
 

@@ -1,5 +1,5 @@
 """Observe (§5.1): append raw episodes. They are kept as records at once. Where the stage derives
-(domain/observing.py), the answer is 202 with the job deriving from them (its records, episodes
+(domain/observing/service.py), the answer is 202 with the job deriving from them (its records, episodes
 included, at GET .../jobs/{job}); otherwise 200 with the episodes written."""
 
 from aws_lambda_powertools.event_handler import Response

@@ -23,7 +23,7 @@ SECRET_ACTIONS = ("secretsmanager:GetSecretValue",)
 KEY_ACTIONS = ("kms:Decrypt",)
 # What mem0's library needs on Lambda: it makes its home folder when first imported (~/.mem0 by default, on
 # a read-only file system there), and reports usage to PostHog unless told not to (the adapter also switches
-# it off before importing it: uhp_memories/providers/mem0.py).
+# it off before importing it: uhp_memories/adapters/mem0.py).
 LIBRARY_ENVIRONMENT = {"MEM0_DIR": "/tmp/mem0", "MEM0_TELEMETRY": "False"}  # noqa: S108 - Lambda's only writable place
 # Secrets Manager appends six characters to a secret's name in its ARN; a name alone is granted with them.
 SECRET_SUFFIX = "-??????"

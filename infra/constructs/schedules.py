@@ -1,4 +1,4 @@
-"""Consolidation schedules (domain/schedules.py): the stage's EventBridge Scheduler group, the role
+"""Consolidation schedules (domain/consolidation/schedules.py): the stage's EventBridge Scheduler group, the role
 Scheduler invokes the consolidation timer function with (that function only), and what the functions
 that set or clear a memory's schedule may do: create, update and delete schedules in this group only,
 and pass that one role to Scheduler only."""

@@ -20,7 +20,7 @@ from infra.constructs.encryption import StageKey
 from infra.constructs.functions import ServiceFunction, log_retention, removal_policy_of
 from infra.nag import acknowledge
 
-# What the functions send the domain (uhp_memories/search/opensearch, search/free_query.py), as
+# What the functions send the domain (uhp_memories/adapters/opensearch, adapters/opensearch/free_query.py), as
 # (actions, paths under the domain); {index} is the stage's recall index. No domain configuration
 # action, and no ESHttpDelete: only the operator's `reindex --from-scratch` deletes the index.
 # Reading: does the index exist (HEAD), its mapping and a document by id (GET), and searches, which are

@@ -44,7 +44,7 @@ REGION = "us-east-1"
 
 
 class PathStore(PathRepository, Protocol):
-    """The path items and change journal (domain/tree.py's PathRepository), with what erase and a
+    """The path items and change journal (domain/files/tree.py's PathRepository), with what erase and a
     refused write use: who holds a set of paths, clearing the journal, freeing a chain's paths."""
 
     def holders(self, tenant: str, memory_id: str, paths: Sequence[str]) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """An in-process stand-in for the few OpenSearch APIs the recall adapter calls, interpreting the query
 DSL subset it emits (bool, term, terms, range, exists, match_all, match_none, match, knn with a filter,
 script_score with the one Painless similarity script the adapter sends, sorts, terminate_after) and the
-clauses a free query may hold (search/free_query.py: phrases, multi_match, dis_max, constant_score,
+clauses a free query may hold (adapters/opensearch/free_query.py: phrases, multi_match, dis_max, constant_score,
 prefix). A date it cannot read, like a clause it does not know, is the cluster's 400
 (search_phase_execution_exception), raised by search and answered inside msearch, as OpenSearch does.
 

@@ -1,4 +1,4 @@
-"""The AttachmentRepository contract (domain/harnesses.py): a harness's list of memories, replaced
+"""The AttachmentRepository contract (domain/agents/harnesses.py): a harness's list of memories, replaced
 whole with the grants it needs in one transaction. Run on the in-memory fake and on DynamoDB (moto)."""
 
 from __future__ import annotations

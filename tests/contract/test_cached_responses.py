@@ -1,4 +1,4 @@
-"""The CachedResponses contract (domain/removal.py): erase purges every kept idempotent response that
+"""The CachedResponses contract (domain/removal/service.py): erase purges every kept idempotent response that
 names an erased id. Run on the in-memory fake and on the Powertools idempotency table (DynamoDB, moto)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The FileRepository contract (domain/files.py): a file's metadata (its bytes are in the ObjectStore).
+"""The FileRepository contract (domain/files/service.py): a file's metadata (its bytes are in the ObjectStore).
 Run on the in-memory fake and on DynamoDB (moto)."""
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ def test_an_index_that_returns_another_memorys_id_does_not_get_it_answered(backe
     assert set(got) == {ids["mine"], ids["new"]}
 
 
-# Every kind of clause the allowlist lets through (search/free_query.py), run by the engine: what each
+# Every kind of clause the allowlist lets through (adapters/opensearch/free_query.py), run by the engine: what each
 # answers among the memory's two current records ("March" and "May"; "April" was revised away).
 CLAUSES: list[tuple[dict[str, Any], set[str]]] = [
     ({"match": {"text": {"query": "acme march", "operator": "and"}}}, {"mine"}),

@@ -1,4 +1,4 @@
-"""The ObjectStore contract (domain/files.py): a versioned bucket where nothing is overwritten. Run on
+"""The ObjectStore contract (domain/files/service.py): a versioned bucket where nothing is overwritten. Run on
 the in-memory fake and on S3 (moto, versioning enabled)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The PinRepository contract (domain/prime.py): a memory's pins for prime, replaced whole, kept under the
+"""The PinRepository contract (domain/agents/prime.py): a memory's pins for prime, replaced whole, kept under the
 memory. Run on the in-memory fake and on DynamoDB (moto)."""
 
 from __future__ import annotations

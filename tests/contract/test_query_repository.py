@@ -1,4 +1,4 @@
-"""The QueryRepository contract (domain/queries.py): named queries kept under their memory. Run on the
+"""The QueryRepository contract (domain/queries/service.py): named queries kept under their memory. Run on the
 in-memory fake and on DynamoDB (moto)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Every search adapter gives the same ranking: the same ids in the same order, scores within a small
 tolerance, the same `why`, on a fixed corpus and every signal combination (query, text, filters,
 their mixes, include=all, as_of, types, a search of several memories), with episodes so that context
-applies and small cuts so that the signals' completion does too. Ranking is search/ranking.py's
+applies and small cuts so that the signals' completion does too. Ranking is domain/recall/ranking.py's
 for all of them; this checks that the adapters' primitives (candidates, similarities, the episode
 log) answer alike. The embedded engine is the reference; OpenSearch runs on its stand-in and on a
 real OpenSearch 2.19 node (tests/opensearch_node.py).

@@ -1,4 +1,4 @@
-"""The RunRepository contract (domain/consolidation.py): consolidation runs kept under their memory,
+"""The RunRepository contract (domain/consolidation/service.py): consolidation runs kept under their memory,
 holding it while they run. Run on the in-memory fake and on DynamoDB (moto)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ScheduleRepository contract (domain/schedules.py): a memory's consolidation schedule, an item
+"""The ScheduleRepository contract (domain/consolidation/schedules.py): a memory's consolidation schedule, an item
 under the memory. Run on the in-memory fake and on DynamoDB (moto)."""
 
 from __future__ import annotations

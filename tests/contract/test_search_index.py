@@ -725,7 +725,7 @@ def test_the_engine_indexes_a_version_without_text_for_filters_only(index: Searc
 
 
 def test_a_typed_time_field_filters_by_range_on_every_backend(index: SearchIndex) -> None:
-    """Extension types keep date-time attributes in the one form that sorts (domain/types.py), so a range on
+    """Extension types keep date-time attributes in the one form that sorts (domain/types/service.py), so a range on
     `attributes.starts_at` compares instants, the same on both search engines."""
     starts = [
         "2026-12-04T09:00:00.000Z", "2026-12-15T00:00:00.000Z", "2026-12-31T23:59:59.999Z", "2027-01-02T08:00:00.000Z"

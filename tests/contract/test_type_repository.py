@@ -1,4 +1,4 @@
-"""The TypeRepository contract (domain/types.py): a tenant's registered types, one current version each,
+"""The TypeRepository contract (domain/types/service.py): a tenant's registered types, one current version each,
 every version written only over the one it replaces. Run on the in-memory fake and on DynamoDB (moto)."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ its tokens a stand-in for Titan's unpublished tokenizer, pessimistic where token
 compatibility normalization first (NFKC, as SentencePiece does, so one character may become many),
 then a token for every four letters of a word, for every digit, punctuation character and run of
 white space, every byte of a character beyond ASCII (byte fallback), and two for the start and end.
-The embedding is a bag of words (search/hashing.py), so a text is found by the words it shares with
+The embedding is a bag of words (local/hashing.py), so a text is found by the words it shares with
 a query.
 
 Point a client at it with `client()`, or the whole process with AWS_ENDPOINT_URL_BEDROCK_RUNTIME

@@ -56,7 +56,7 @@ from uhp_memories.local.moto_env import KeyEntry, LocalAws
 
 INDEX = "uhp-recall-v1"  # the production stage's search.index_name
 SEARCH_PORT = ("index", "get", "delete", "delete_memory", "candidates", "mentioned", "similarities", "log_around")
-ADMINS = "group:admins"  # who may register a tenant's types (domain/types.py)
+ADMINS = "group:admins"  # who may register a tenant's types (domain/types/service.py)
 
 # -- what a call needs -----------------------------------------------------------------------------
 

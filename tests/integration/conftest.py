@@ -115,7 +115,7 @@ class Client:
     def attach(self, harness_id: str, memory_id: str, access: str = "write", default: bool = True) -> dict[str, Any]:
         """Make `memory_id` the harness's whole list (granting what it lacks), a list nobody has written
         yet first handed to this client (`claim`): a harness writes only at or below a memory attached
-        with write (domain/access.py HarnessReach)."""
+        with write (domain/access/model.py HarnessReach)."""
         self.claim(harness_id)
         entry = {"memory_id": memory_id, "access": access, "default": default and access == "write"}
         answer = self.put(f"/v1/harnesses/{harness_id}/memories", {"memories": [entry]})

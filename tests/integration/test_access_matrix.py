@@ -267,7 +267,7 @@ def _check_grants_listing(world: World, who: str, node: str, answer: requests.Re
 
 def _check_child(world: World, who: str, node: str, answer: requests.Response) -> str | None:
     body = answer.json()
-    # A harness writes only where its list lets it (domain/access.py HarnessReach): its new child too.
+    # A harness writes only where its list lets it (domain/access/model.py HarnessReach): its new child too.
     held = [R, C, D] if PRINCIPALS[who][0].startswith("harness:") else ALL
     if body["privileges"] != held:
         return f"the creator holds {body['privileges']} on its new child"

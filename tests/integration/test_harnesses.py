@@ -235,7 +235,7 @@ def test_an_owner_sees_how_many_entries_it_cannot_and_a_replacement_leaves_none_
 def test_a_harness_key_writes_only_where_its_list_lets_it_whichever_door(
     alice: Client, make_client: ClientFactory
 ) -> None:
-    """One reach rule for REST and MCP (domain/access.py): read narrows, and no list means read only."""
+    """One reach rule for REST and MCP (domain/access/model.py): read narrows, and no list means read only."""
     team = alice.create_memory("Team")
     child = alice.create_memory("Child", parent_id=team["id"])
     alice.grant(team["id"], "harness:chrn_14", "read", "write")

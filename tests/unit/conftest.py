@@ -60,7 +60,7 @@ class World:
 
 def attach(world: World, harness: Caller, memory_id: str, access: str = "write") -> None:
     """Put a memory on a harness's list, as its owner would: a harness writes only at or below a memory
-    it attached with write (domain/access.py, HarnessReach). Grants are the test's to make."""
+    it attached with write (domain/access/model.py, HarnessReach). Grants are the test's to make."""
     lists = world.ports.attachments
     assert isinstance(lists, InMemoryAttachmentRepository)
     assert harness.harness_id is not None

@@ -4,7 +4,7 @@ their owners, and writes and reads records (remember, revise, forget, history, r
 `include`), runs type operations (x.task `complete` and `blocked`) and named queries, each made by a
 random principal (a person or a harness acting with its own key); it checks each answer, and after
 every step every principal's answer on every memory, against a small reference model written here from
-the spec and docs/decisions.md, not from domain/access.py or domain/harnesses.py:
+the spec and docs/decisions.md, not from domain/access/model.py or domain/agents/harnesses.py:
 
 - effective privileges on a memory are the union of the grants, to the principal or to a group it is
   in, on the memory and on each ancestor up to and including the nearest restricted node (§3.1, §3.2);

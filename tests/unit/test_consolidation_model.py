@@ -1,4 +1,4 @@
-"""Consolidation with a model (§9.2, domain/consolidation.py): contradictions judged and resolved,
+"""Consolidation with a model (§9.2, domain/consolidation/service.py): contradictions judged and resolved,
 episodes summarised into facts, the model's tokens in the budget and in `usage`, and revert undoing it
 all; over the in-memory fakes, with a scripted model."""
 

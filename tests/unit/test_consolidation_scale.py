@@ -1,4 +1,4 @@
-"""A consolidation run over a large memory is many bounded steps (§9.2; domain/consolidation.py): no step
+"""A consolidation run over a large memory is many bounded steps (§9.2; domain/consolidation/service.py): no step
 reads more than STEP_RECORDS new records or asks the index more than a fixed number of questions per
 record, whatever the memory's size, so each step fits a Lambda and the run's cost grows with what is new.
 (docs/benchmarks.md has the same run through the local server at 100,000 records, with its step times.)"""

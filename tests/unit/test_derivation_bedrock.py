@@ -1,4 +1,4 @@
-"""The Bedrock deriver (derivation/bedrock.py) on a real botocore `bedrock-runtime` client with
+"""The Bedrock deriver (adapters/bedrock/deriver.py) on a real botocore `bedrock-runtime` client with
 botocore's Stubber: the Converse request it sends is checked against the service's own model, and
 the answers are Converse's response shapes (a forced tool call, guardrails, stop reasons, errors)."""
 

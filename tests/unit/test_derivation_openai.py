@@ -1,4 +1,4 @@
-"""The OpenAI-compatible deriver (derivation/openai_compat.py) against a loopback server answering in
+"""The OpenAI-compatible deriver (adapters/openai_compat.py) against a loopback server answering in
 the chat completions API's own shape: the request it sends, the answers it reads, and every way an
 endpoint says no (refusal, cut short, malformed, throttled, down, misconfigured)."""
 

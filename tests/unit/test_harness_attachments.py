@@ -1,5 +1,5 @@
 """§9: who owns a harness's list, and what its owners may do with it, over the in-memory fakes
-(domain/harnesses.py; docs/decisions.md, "Harness ownership").
+(domain/agents/harnesses.py; docs/decisions.md, "Harness ownership").
 
 The harness and the principals on its owners list own it; a list nobody has written yet is its tenant's
 administrators' (a key in group:admins), one of whom writes it first; every other principal is refused,

@@ -1,4 +1,4 @@
-"""Observe and the derivation after it (domain/observing.py), over the in-memory fakes, with a scripted
+"""Observe and the derivation after it (domain/observing/service.py), over the in-memory fakes, with a scripted
 deriver standing in for a model (the adapters have their own tests: test_derivation_*.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""domain/paths.py restates a13n-harness's file rules (a13n_harness/providers/memory/files.py) because the
+"""domain/files/model.py restates a13n-harness's file rules (a13n_harness/providers/memory/files.py) because the
 server does not import the harness. These tables hold the two to one answer.
 
 Where they differ by design: the harness normalises a path to NFC and goes on, the server refuses one that

@@ -1,4 +1,4 @@
-"""Consolidation schedules (domain/schedules.py) over the in-memory fakes; the EventBridge Scheduler
+"""Consolidation schedules (domain/consolidation/schedules.py) over the in-memory fakes; the EventBridge Scheduler
 timer and the local ticker on moto's Scheduler."""
 
 from __future__ import annotations

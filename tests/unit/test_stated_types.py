@@ -1,4 +1,4 @@
-"""The type a new record states (§4.1, §8; domain/types.py check_stated_type): a core type or an `x.`
+"""The type a new record states (§4.1, §8; domain/types/service.py check_stated_type): a core type or an `x.`
 extension, registered or not; an unprefixed name that is neither is refused. A record stored with such
 a type before the rule existed is still read, listed, revised and forgotten as it is (§4.1: a server
 carries a type it does not understand unchanged and never refuses a read because of it)."""

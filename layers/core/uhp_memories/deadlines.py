@@ -5,8 +5,8 @@ API Gateway gives up on a Lambda after 29 s and answers 502; the API functions s
 `memory_unavailable` (retry) instead, each such call inside a request is bounded by the time the
 request has left: `make_handler` (api/app.py) sets the deadline from the Lambda context as each
 request starts (`start`), and the adapters read it (`remaining`): the OpenSearch connection as a
-per-request socket timeout (search/opensearch/bounded.py), the Titan embedder as the longest it
-waits for an answer (search/bedrock.py).
+per-request socket timeout (adapters/opensearch/bounded.py), the Titan embedder as the longest it
+waits for an answer (adapters/bedrock/embedder.py).
 
 The deadline lies `SAFETY_MARGIN_SECONDS` before Lambda's own: what a request does after its last
 bounded call (its answer, the idempotency record, logs) has that long.
@@ -14,7 +14,7 @@ bounded call (its answer, the idempotency record, logs) has that long.
 A context variable: a Lambda function runs one request at a time and the local gateway runs each on
 a thread of its own, so one request's deadline never reaches another. A task handed to a worker
 thread sees it only when submitted with the request's context (`contextvars.copy_context().run`,
-as search/engine.py does). Without a deadline (a command such as `reindex`, a test, a call outside
+as domain/recall/engine.py does). Without a deadline (a command such as `reindex`, a test, a call outside
 any request) nothing is bounded beyond each client's own timeouts.
 """
 

@@ -21,7 +21,7 @@ class Settings(BaseModel):
     delete_state_machine_arn: str = ""
     consolidate_state_machine_arn: str = ""
     derive_state_machine_arn: str = ""
-    # Consolidation schedules (domain/schedules.py): EventBridge Scheduler's group for this stage, the
+    # Consolidation schedules (domain/consolidation/schedules.py): EventBridge Scheduler's group for this stage, the
     # function each schedule invokes, and the role Scheduler invokes it with; none: schedules unsupported.
     schedule_group: str = ""
     schedule_target_arn: str = ""
@@ -61,7 +61,7 @@ class Settings(BaseModel):
     derivation_api_key: str = Field(default="", repr=False)
     derivation_api_key_secret: str = ""
     derivation_max_tokens: int = Field(default=4096, ge=256, le=65536)
-    # A provider beside the native one (§10): mem0 (uhp_memories/providers/mem0.py). "oss": mem0's own
+    # A provider beside the native one (§10): mem0 (uhp_memories/adapters/mem0.py). "oss": mem0's own
     # library in this process, its stores under `mem0_folder` (none: a folder of the process's own); with
     # `mem0_infer`, mem0 derives with the stage's OpenAI-compatible derivation endpoint. "platform": mem0's
     # hosted service, its API key from `mem0_api_key` (local) or the Secrets Manager secret

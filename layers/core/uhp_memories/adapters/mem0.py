@@ -1,6 +1,6 @@
 """The mem0 provider (§10): a memory bound to it keeps its records in mem0, through mem0's own Python
 library: `mem0.Memory` (mem0 OSS, in this process) or `mem0.MemoryClient` (the hosted Platform, its API key
-the server's credential). Everything above the records stays the server's (domain/providers.py).
+the server's credential). Everything above the records stays the server's (domain/providers/ports.py).
 
 How this memory maps onto mem0 (docs/decisions.md, "The mem0 provider"):
 - A memory is a mem0 `user_id` (the memory's id): mem0 has no container per memory, so every call carries

@@ -1,4 +1,4 @@
-"""The Timer of domain/schedules.py on EventBridge Scheduler: one schedule per memory, in the stage's
+"""The Timer of domain/consolidation/schedules.py on EventBridge Scheduler: one schedule per memory, in the stage's
 schedule group, that invokes the consolidation timer function (functions/consolidation_timer) with
 the memory's tenant and id, through the role the stage gives Scheduler for that one function.
 

@@ -22,7 +22,7 @@ class SystemClock:
 
 class MeasuredCheckTiming:
     """How long deciding whether a caller sees a memory it named usually takes in this process, and a
-    hold that makes a not-found answer take that long (domain/access.py, CheckTiming): the reads are the same
+    hold that makes a not-found answer take that long (domain/access/model.py, CheckTiming): the reads are the same
     whether the memory exists or not, but what the process does with an item found and with none
     differs by a little, and the hold leaves that little nothing to show in."""
 

@@ -10,7 +10,7 @@ was on its way is removed from the index at once, so a reindex racing an erase n
 content back (an erase that deletes the items later has its stream REMOVE undo the write).
 
 A record whose text the model refuses (more than Titan takes, say) is indexed by its words alone
-(search/engine.py), so no record stops a rebuild; an index or a model that does not answer is waited
+(domain/recall/engine.py), so no record stops a rebuild; an index or a model that does not answer is waited
 out (`ATTEMPTS`), then the command stops and says to run it again.
 
 A plain reindex adds and updates documents; it never removes one otherwise. `--from-scratch` drops the index

@@ -77,7 +77,7 @@ def recall_input(body: schemas.RecallIn) -> RecallInput:
 
 
 def write_terms(body: schemas.WriteTermsIn | None) -> WriteTerms:
-    """A write's read set and origin, checked by the one set of file rules (domain/paths.py)."""
+    """A write's read set and origin, checked by the one set of file rules (domain/files/model.py)."""
     if body is None:
         return NO_TERMS
     conditions = [c.model_dump() for c in body.conditions] if body.conditions is not None else None

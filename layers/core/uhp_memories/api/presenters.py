@@ -79,7 +79,7 @@ def record(view: RecordView) -> schemas.RecordOut:
 def written_record(view: RecordView) -> dict[str, Any]:
     """A write's answer (revise, forget, an operation): the record, less what `view.withheld` names (a
     caller without read is answered what it sent and the server's stamps, as schemas.RecordWritten
-    describes; the rule is domain/records.py `withheld_from`, MCP applies the same)."""
+    describes; the rule is domain/records/ `withheld_from`, MCP applies the same)."""
     out = record(view).model_dump(mode="json")
     for name in view.withheld:
         if name in ("valid_from", "valid_to"):

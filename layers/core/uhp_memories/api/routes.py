@@ -68,7 +68,7 @@ ROUTES: tuple[Route, ...] = (
     Route("consolidations", "GET", M + "/consolidations/{run_id}", "getConsolidation"),
     Route("consolidations", "GET", M + "/consolidations/{run_id}/changes", "listConsolidationChanges"),
     Route("consolidations", "POST", M + "/consolidations/{run_id}/revert", "revertConsolidation"),
-    # A memory's consolidation runs on a schedule (domain/schedules.py).
+    # A memory's consolidation runs on a schedule (domain/consolidation/schedules.py).
     Route("consolidations", "PUT", M + "/consolidation-schedule", "setConsolidationSchedule"),
     Route("consolidations", "GET", M + "/consolidation-schedule", "getConsolidationSchedule"),
     Route("consolidations", "DELETE", M + "/consolidation-schedule", "deleteConsolidationSchedule"),

@@ -13,7 +13,7 @@ from uhp_memories.domain.model import NATIVE_PROVIDER
 
 def native_provider(free_query_languages: tuple[str, ...] = (), *, derives: bool = False) -> dict[str, Any]:
     """`free_query_languages`: what this deployment's index can confine (OpenSearch), else none.
-    `derives`: whether the deployment has a derivation model (domain/observing.py)."""
+    `derives`: whether the deployment has a derivation model (domain/observing/service.py)."""
     free: Any = {"languages": list(free_query_languages), "write": False} if free_query_languages else False
     return {
         "id": NATIVE_PROVIDER,
@@ -33,13 +33,13 @@ def native_provider(free_query_languages: tuple[str, ...] = (), *, derives: bool
         # Erase reports what the deployment keeps beyond reach (backups, streams, snapshots).
         "erase": {"unreachable": "reported"},
         # Owners pin records (PUT /v1/memories/{id}/prime); GET /v1/harnesses/{id}/prime places them within a
-        # budget of MiniLM tokens (domain/prime.py).
+        # budget of MiniLM tokens (domain/agents/prime.py).
         "prime": True,
         # Passes run as visible, bounded, reversible runs (§9.2); the native pass forgets exact repeats.
         "consolidate": "runs",
         "queries": {"named": True, "free": free},
         # Extension types with operations (§8): x.calendar.event and x.task built in, and a tenant's own
-        # registered through PUT /v1/memories/types/{type} (domain/types.py).
+        # registered through PUT /v1/memories/types/{type} (domain/types/service.py).
         "types": True,
         "files": True,
         # The agent's tools (§9.1) over MCP on the same API, with the x-api-key; a request may name its

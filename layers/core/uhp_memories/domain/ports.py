@@ -25,9 +25,9 @@ class Ports:
     # without it a harness holds what its grants give.
     attachments: AttachedLists | None = None
     # The providers this deployment is connected to (§10); a memory's records are kept by the one it
-    # names, and every service asks here which, after the access check (domain/providers.py).
+    # names, and every service asks here which, after the access check (domain/providers/ports.py).
     providers: Providers = NATIVE_ONLY
-    # Holds a not-found answer of a named memory to the usual time of a check (domain/access.py, CheckTiming);
+    # Holds a not-found answer of a named memory to the usual time of a check (domain/access/model.py, CheckTiming);
     # None (the fakes): never held.
     check_timing: CheckTiming | None = None
 

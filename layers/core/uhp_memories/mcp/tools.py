@@ -8,7 +8,7 @@ Where an agent starts and how far it reaches (§9, §13):
   memory); any other key from its entry points. From there it walks to the parent and children an
   answer names, as far as its own privileges reach: every call is checked by the service it runs.
 - `access: read` narrows, and not here: a harness's privileges are narrowed by its list in the one access
-  rule every door uses (domain/access.py, HarnessReach). The write tools are offered only when some
+  rule every door uses (domain/access/model.py, HarnessReach). The write tools are offered only when some
   starting memory allows writing.
 - `memory_remember` without `memory_id` writes to the harness's default attachment.
 - One more memory may be named for the session (§9 `metadata.memory`; over MCP the `x-uhp-memory`
@@ -20,7 +20,7 @@ Where an agent starts and how far it reaches (§9, §13):
 What an answer shows (§13): what a principal wrote (record content, attributes and path; a memory's name
 and description, as one block `about`; a named query's descriptions) is data, handed over fenced with one
 nonce per answer, beside who wrote it. A write answers a caller without read only what it sent and the server's stamps
-(domain/records.py `withheld_from`, the rule REST applies too).
+(domain/records/ `withheld_from`, the rule REST applies too).
 """
 
 from __future__ import annotations
@@ -66,12 +66,12 @@ class ToolError(Exception):
 # -- the caller's starting points -----------------------------------------------------------------
 
 def session_caller(container: Container, caller: Caller, memory_id: str) -> Caller:
-    """The caller with the memory its request names for the session (domain/harnesses.py)."""
+    """The caller with the memory its request names for the session (domain/agents/harnesses.py)."""
     return container.harnesses.session_caller(caller, memory_id)
 
 
 def starting(container: Container, caller: Caller) -> list[Attachment]:
-    """Where the session starts (domain/harnesses.py `starting`): a harness's entries, then the session's
+    """Where the session starts (domain/agents/harnesses.py `starting`): a harness's entries, then the session's
     memory; [] for a key that is no harness and names none."""
     try:
         return container.harnesses.starting(caller, caller.harness_id)

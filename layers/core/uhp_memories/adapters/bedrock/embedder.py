@@ -65,7 +65,7 @@ _RETRYABLE = {
 _REFUSED = "ValidationException"
 # Calls made while a request has a deadline: the request waits for its call at most the time it has
 # left, and a call it gave up on ends on its thread at the client's timeouts. Eight: a request embeds
-# on at most three threads at once (search/engine.py), so a few calls given up on do not queue the next.
+# on at most three threads at once (domain/recall/engine.py), so a few calls given up on do not queue the next.
 _CALLS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="bedrock")
 
 

@@ -98,7 +98,7 @@ def ancestors_text(ancestors: Iterable[str]) -> str:
 
 # A memory item keeps a copy of every grant on it (GRANTS_ATTRIBUTE), rewritten whole in the
 # transaction of every grant change and counted by GRANTS_VERSION, so that a batch read of memory items
-# reads their grants too (the access check: domain/access.py). One JSON string, like a record's
+# reads their grants too (the access check: domain/access/model.py). One JSON string, like a record's
 # payload: read and parsed as one value, however many grants. The grant items stay what grants are
 # listed and found by; an item without the copy (written before it was kept) has its grants read from
 # its partition, as they always were.

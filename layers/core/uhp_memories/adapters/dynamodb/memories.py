@@ -39,7 +39,7 @@ GRANT_WRITE_ATTEMPTS = 5
 PAD_ENTITY = "pad"
 # The most ancestors a memory can have: what padding item 0 lists.
 PAD_CHAIN = MAX_TREE_DEPTH - 1
-# How many padding items a tenant has: the widest read, a missing id's (domain/access.py CHAIN_READ_WIDTH + 1).
+# How many padding items a tenant has: the widest read, a missing id's (domain/access/model.py CHAIN_READ_WIDTH + 1).
 PAD_COUNT = MAX_TREE_DEPTH
 
 

@@ -3,7 +3,7 @@ time the request has left (uhp_memories.deadlines).
 
 opensearch-py takes one timeout per client, or per call (`request_timeout`); here it is per attempt,
 read from the deadline as the attempt starts, so every call the adapter makes (index.py, and free
-queries: search/free_query.py) is bounded without passing anything, and the one retry the client
+queries: adapters/opensearch/free_query.py) is bounded without passing anything, and the one retry the client
 makes (`connect`: max_retries=1) gets only what the first attempt left. A request whose time is spent
 sends nothing: ConnectionTimeout at once, which the adapter answers as SearchUnavailable (503).
 Without a deadline (a reindex, the stream indexer outside a context), the client's timeout applies.

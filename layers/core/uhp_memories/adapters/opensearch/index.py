@@ -1,6 +1,6 @@
 """OpenSearchIndex: the SearchIndex port on one Amazon OpenSearch index (k-NN + BM25 + bool filters),
 through an injected `opensearchpy.OpenSearch` client. It stores and retrieves; ranking is
-search/ranking.py's, as for every adapter. Every body it sends is built in queries.py.
+domain/recall/ranking.py's, as for every adapter. Every body it sends is built in queries.py.
 
 A recall is at most three msearch round trips: the two signals; the episode log around the
 candidate episodes (two small sorted searches each); one exact similarity search for everything

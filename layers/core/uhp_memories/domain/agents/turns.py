@@ -1,15 +1,15 @@
 """Observe after a turn (§9.1): a turn becomes episodes in the harness's default memory.
 
 One episode per part, in one observe (one transaction: all or none): what was asked, what was
-answered, then each tool that ran, in order. Where the provider derives (domain/observing.py), the
+answered, then each tool that ran, in order. Where the provider derives (domain/observing/service.py), the
 answer also names the job deriving from them; no model runs before the answer. Every episode
 carries `attributes.turn`: the turn's id (drawn by the server), the harness, the part (`asked`,
 `answered`, `tool`) and its index; a tool's episode names the tool. A turn may name the prime its
 session began with (`prime_id`, from GET .../prime): the `asked` episode then keeps `primed`, the
 server's own record of what that prime placed, per memory, in tokens and record versions
-(domain/prime.py, `Placement`).
+(domain/agents/prime.py, `Placement`).
 
-Who may post: the harness and its owners (domain/harnesses.py), whose write observe accepts on the
+Who may post: the harness and its owners (domain/agents/harnesses.py), whose write observe accepts on the
 default memory. The default is the session's memory when the request names one the harness may write
 (§9 `metadata.memory`; the harness's privileges decide, narrowed by its list, never an owner's), else the
 one the harness's list marks; an owner that cannot see the default memory is answered as if there were

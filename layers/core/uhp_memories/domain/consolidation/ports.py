@@ -28,7 +28,7 @@ class RunRepository(Protocol):
 
 
 class Neighbours(Protocol):
-    """What a pass asks the search index instead of reading the memory (search/neighbours.py)."""
+    """What a pass asks the search index instead of reading the memory (domain/recall/neighbours.py)."""
 
     def similar(self, record: RecordVersion, limit: int) -> list[tuple[str, float]]:
         """Current records of the record's memory and type most like it: (record_id, cosine similarity)."""

@@ -6,13 +6,13 @@ exact record), oldest first, a step at a time (at most STEP_RECORDS records per 
 the whole memory and each fits a Lambda), within a budget in tokens: the MiniLM tokenizer's count of
 each record's text read, and the tokens a model reports for what it was asked and answered (`usage`).
 For each record it asks the search index for its neighbours in the memory (never a scan of the memory)
-and applies the rules of domain/merging.py, which need no model:
+and applies the rules of domain/consolidation/merging.py, which need no model:
 - a repeat or a near duplicate of an older current record is forgotten (the older one stays);
 - a restatement of an older record's `attributes.key` with a later `valid_from` supersedes it: the
   older chain takes the newer statement as its next version, and the newer record is forgotten;
 and, each step, it forgets current records whose `valid_to` has passed (found by the index's filter).
 
-Where the stage has a model (domain/derivation.py), each step also asks it two things:
+Where the stage has a model (domain/observing/model.py), each step also asks it two things:
 - which of its new records update or contradict an older similar one (the closest current record of the
   same type with a cosine of at least JUDGE_SIMILARITY that no rule settled): an update supersedes the
   older record with the newer statement, as a restatement does; a record that says the same thing in
@@ -107,7 +107,7 @@ class ConsolidationService:
         return self._runs.get(caller.tenant, memory_id, run.id) or run
 
     def start_scheduled(self, tenant: str, memory_id: str, budget: int | None) -> Run | None:
-        """A run its memory's schedule starts (domain/schedules.py), without waiting for it; None when one
+        """A run its memory's schedule starts (domain/consolidation/schedules.py), without waiting for it; None when one
         is running already (this tick is skipped: the next run resumes where that one stops)."""
         if self._running(tenant, memory_id):
             return None

@@ -31,7 +31,7 @@ SUBJECT_PEERS = 10  # the records of the same attributes.key a new record is com
 # (below the near-duplicate rule's 0.92, where "March" and "April" sit; far below it, two records are
 # about different things and a judgement only costs tokens).
 JUDGE_SIMILARITY = 0.65
-JUDGE_BATCH = 50  # pairs in one request (derivation/prompts.py MAX_PAIRS)
+JUDGE_BATCH = 50  # pairs in one request (adapters/prompts.py MAX_PAIRS)
 SUMMARY_BATCH = 50  # episodes in one request
 
 

@@ -24,7 +24,7 @@ class Memory:
     # content), so an agent is shown them fenced, with this writer (§13).
     described_by: str | None = None
     # The memory's ancestors, root first, down to its parent (() on a root), kept on the item so the
-    # access check reads the whole chain in one batch whatever its depth (domain/access.py). None: an
+    # access check reads the whole chain in one batch whatever its depth (domain/access/model.py). None: an
     # item written before they were kept; the check then walks the parents one read each. Never
     # trusted over the parent links: the walk decides, these only say what to read ahead.
     ancestors: tuple[str, ...] | None = None

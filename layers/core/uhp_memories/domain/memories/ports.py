@@ -26,7 +26,7 @@ class MemoryRepository(Protocol):
         """The memories found among these ids, each with every grant on it, by id: one strongly
         consistent batch read of at least `width` items however few ids are asked for (padded with
         items that exist and are read alike), so what it costs does not say how many ids were asked
-        for, nor how many exist (domain/access.py, CHAIN_READ_WIDTH)."""
+        for, nor how many exist (domain/access/model.py, CHAIN_READ_WIDTH)."""
         ...
 
     def children(self, tenant: str, parent_id: str) -> list[Memory]:

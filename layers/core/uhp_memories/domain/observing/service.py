@@ -2,7 +2,7 @@
 
 observe hands the provider raw episodes. They are written first, always, as records (one
 transaction: all or none), so nothing a derivation does afterwards can lose one. Where a deriver is
-configured (domain/derivation.py; `derivation: background` in the capability document), observe then
+configured (domain/observing/model.py; `derivation: background` in the capability document), observe then
 starts a job and answers 202: the derive workflow (workflows/derive.asl.json) asks the model what is
 worth keeping and writes it as `fact` and `note` records, each with a `derived_from` reference to the
 episodes it came from (so erase follows them), stamped `written_by: {"kind": "deriver", "id":

@@ -71,7 +71,7 @@ def _template(body: Any) -> Any:
 def check_recall_template(body: Any, params: dict[str, Any]) -> dict[str, Any]:
     """A recall request template whose string values may be `{{param}}` of the declared `params`
     (name -> JSON Schema of one value): it must make a valid recall request once filled in. Used by
-    named queries and by the read operations of extension types (domain/types.py)."""
+    named queries and by the read operations of extension types (domain/types/service.py)."""
     if not isinstance(body, dict):
         raise MemoryInvalid("body is a recall request (an object) whose string values may be {{param}}")
     if len(json.dumps(body)) > MAX_BODY_BYTES:

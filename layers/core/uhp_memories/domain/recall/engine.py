@@ -4,7 +4,7 @@ The record service calls it after each DynamoDB commit with the versions it wrot
 and the version a revise or forget closed), on erase with the ids it removed, and on recall with
 the caller's query. The engine turns versions into documents, embeds what has text (reusing the
 vector a closed version already has), embeds the recall query, and ranks what the index finds
-(search/ranking.py: the one ranking of every adapter).
+(domain/recall/ranking.py: the one ranking of every adapter).
 
 A text the model refuses (TextNotEmbeddable: too long for it, say) is indexed without a vector, by
 its words and filters alone: one record never fails the write's indexing, a stream batch or a

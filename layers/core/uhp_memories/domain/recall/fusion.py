@@ -1,6 +1,6 @@
 """The maths of recall ranking, in one place for every adapter: the words of a text query, each
 signal's share of its best (relative score fusion), weighted reciprocal rank fusion, and episode
-context read from stretches of the log (see ports.Fusion). search/ranking.py decides what to ask the
+context read from stretches of the log (see ports.Fusion). domain/recall/ranking.py decides what to ask the
 index for; this module scores what it answered. Pure Python."""
 
 from __future__ import annotations

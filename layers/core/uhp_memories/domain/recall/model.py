@@ -71,7 +71,7 @@ class Fusion:
     its memory's log that the request admits: the turn that answers a question is often the one
     after the turn that matches its words. Only documents that match a signal of their own are
     ever returned; context re-ranks them. `context_weight` 0 turns it off. One rule for every
-    adapter (search/ranking.py applies it): the log is the memory's episodes in write order
+    adapter (domain/recall/ranking.py applies it): the log is the memory's episodes in write order
     (written_at, then record id: ids sort in the order they were made); the window counts only the
     episodes the request admits (its visibility, as_of, types and filters), so one the filter
     excludes is skipped, not a gap; and the log is read around every candidate episode, twice the

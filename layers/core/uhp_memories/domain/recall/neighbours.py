@@ -1,4 +1,4 @@
-"""What a consolidation pass asks the search index (domain/consolidation.py Neighbours): a record's
+"""What a consolidation pass asks the search index (domain/consolidation/service.py Neighbours): a record's
 nearest records, the records of its subject, and the expired ones, each within one memory. Read from
 the index, so a pass never scans its memory; the pass reads every hit back from DynamoDB before
 acting on it, so an index that lags can only make it do less, never act on a stale record."""

@@ -8,7 +8,7 @@ every document fetched by id is checked against both before it is returned.
 
 The index stores and retrieves; it does not rank. It hands out primitives (each signal's candidates
 with their raw scores, the similarity of given documents, the episode log around given documents)
-and search/ranking.py fuses them into one ranking, the same for every adapter.
+and domain/recall/ranking.py fuses them into one ranking, the same for every adapter.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ class RecordRepository(Protocol):
         """Write the first version of a record derived from `sources` (record ids of its memory), counted,
         in one transaction that also checks every source is still there: once an erase has removed a
         source, nothing derived from it can be written any more, so the erase's last look for derived
-        records finds every one (domain/removal.py).
+        records finds every one (domain/removal/service.py).
 
         Raises AlreadyExists when the record is already written (a retried step), SourceGone when a
         source is gone, TreeChanged when the memory is missing or being deleted."""

@@ -84,7 +84,7 @@ class RecordWrites:
     ) -> RecordView:
         access = self._ports.access(caller)
         record = self._first_version(caller, memory_id, given, format_ms(self._ports.clock.now_ms()))
-        # The text is embedded while the access read and the commit run (search/engine.py,
+        # The text is embedded while the access read and the commit run (domain/recall/engine.py,
         # embed_ahead). Only a text known before the checks: a bounded core-type text, which is its
         # content; a refused write's embedding ends on its worker thread, unread.
         ahead = self._writer.embed_ahead([record]) if _text_known_early([given]) else None

@@ -1,9 +1,9 @@
 """The extension types built into the server (§8): calendar events and tasks.
 
-Their schemas and projections are data, as a registered type's are (domain/types.py). Their write
+Their schemas and projections are data, as a registered type's are (domain/types/service.py). Their write
 operations that only set fields (`complete`, `reopen`, `assign`) are declarative like a registered
 type's; those that need arithmetic (`reschedule`, `free_slots`, `blocked`) are code, in
-domain/operations.py.
+domain/types/operations.py.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from uhp_memories.domain.records.model import CORE_TYPES
 @dataclass(frozen=True)
 class TypedAttributes:
     """A version's attributes as its type has them (validated, times in one form), and its text
-    projection (None: a core type, or one the server does not know), from domain/types.py."""
+    projection (None: a core type, or one the server does not know), from domain/types/service.py."""
 
     attributes: dict[str, Any]
     projection: str | None
@@ -68,7 +68,7 @@ class Operation:
     requires: str  # read | write
     set: dict[str, Any] | None = None  # declarative write: attribute -> constant or "{{param}}"
     recall: dict[str, Any] | None = None  # declarative read: a recall template on the record's memory
-    builtin: bool = False  # run by code (domain/builtin_types.py)
+    builtin: bool = False  # run by code (domain/types/builtin.py)
 
 
 @dataclass(frozen=True)

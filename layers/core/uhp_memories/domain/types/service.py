@@ -9,7 +9,7 @@ access, referenced, forgotten, erased). What the type adds:
   `{content}`) is what is embedded and indexed: computed on every version, kept with it;
 - its operations (`POST .../records/{rid}/operations/{name}`), each stating the privilege it needs.
 
-Types come from two places: those built into the server (domain/builtin_types.py: calendar events
+Types come from two places: those built into the server (domain/types/builtin.py: calendar events
 and tasks, with operations in code) and those a tenant's administrator registers through the API
 (`PUT /v1/memories/types/{type}`), which are declarative only:
 - a write operation `set`s attributes of the record it is run on, each to a constant or to a

@@ -1,6 +1,6 @@
 """EmbeddedSearchIndex: the SearchIndex port on the embedded store (store.py), its vectors
 (vectors.py), its BM25 (words.py) and its episode logs (log.py). It stores and retrieves; ranking is
-search/ranking.py's, as for every adapter.
+domain/recall/ranking.py's, as for every adapter.
 
 Every filter (types, fields, include, as_of) is applied inside each signal before its top-k cut: the
 vector signal scores only the documents the filter admits, the BM25 signal joins the same WHERE
