@@ -640,19 +640,16 @@ def test_ids_made_together_keep_their_order_and_do_not_name_each_other(alice: Cl
 # -- one reference twice, one key twice (issue 36) -----------------------------------------------
 
 def _twice(memory_id: str, record_id: str, other_memory_id: str) -> dict[str, list[dict[str, str]]]:
-    """References that name one record twice under one rel: exactly, or through another memory's id (a
-    record id names one record, whichever memory is named beside it)."""
+    """References that say one record is derived from another twice: exactly, or through another memory's
+    id (what a record is derived from is kept by record id, whichever memory is named beside it)."""
     same = {"rel": "derived_from", "memory_id": memory_id, "record_id": record_id}
     return {
         "derived_from exactly twice": [same, dict(same)],
-        "related twice, rel omitted": [{"memory_id": memory_id, "record_id": record_id},
-                                        {"rel": "related", "memory_id": memory_id, "record_id": record_id}],
         "derived_from through another memory": [same, {**same, "memory_id": other_memory_id}],
     }
 
 
-@pytest.mark.parametrize("case", ["derived_from exactly twice", "related twice, rel omitted",
-                                  "derived_from through another memory"])
+@pytest.mark.parametrize("case", ["derived_from exactly twice", "derived_from through another memory"])
 def test_a_reference_given_twice_is_refused_on_remember_observe_and_revise(
     alice: Client, memory: dict[str, Any], case: str
 ) -> None:

@@ -161,10 +161,11 @@ def check_sources(sources: Iterable[str], episodes: Sequence[EpisodeText]) -> No
 
 def references_for(fact: DerivedFact, episodes: Sequence[EpisodeText]) -> tuple[dict[str, str], ...]:
     """The references a record written from `fact` carries (§4.2): one `derived_from` per source, in
-    the order the model gave them, pointing at the episode in its own memory."""
+    the order the model gave them (a source named twice, once), pointing at the episode in its own memory."""
     check_sources(fact.sources, episodes)
     memory_of = {episode.record_id: episode.memory_id for episode in episodes}
-    return tuple({"rel": DERIVED_FROM, "memory_id": memory_of[source], "record_id": source} for source in fact.sources)
+    sources = dict.fromkeys(fact.sources)  # what a record is derived from is said once (records/writes.py)
+    return tuple({"rel": DERIVED_FROM, "memory_id": memory_of[source], "record_id": source} for source in sources)
 
 
 DERIVER = {"kind": "deriver", "id": "native"}

@@ -322,20 +322,19 @@ class RecordWrites:
 def _check_references(references: Sequence[dict[str, str]]) -> None:
     if len(references) > REFERENCES_MAX:
         raise MemoryInvalid(f"a record has at most {REFERENCES_MAX} references")
-    seen: set[tuple[str, ...]] = set()
+    derived_from: set[str] = set()
     for ref in references:
         if not ID_PATTERN.match(ref.get("memory_id", "")) or not ID_PATTERN.match(ref.get("record_id", "")):
             raise MemoryInvalid("a reference names memory_id (hmem_...) and record_id (hrec_...)")
-        rel = ref.get("rel", "")
-        # A reference is given once. What a record is derived from is kept by record id alone (its reverse
-        # index: two derived_from one record wrote one item twice, a 500), whichever memory is named
-        # beside it; any other reference is one memory's record, which another memory's id does not name.
-        key = (rel, ref["record_id"]) if rel == DERIVED_FROM else (rel, ref["memory_id"], ref["record_id"])
-        if key in seen:
+        if ref.get("rel") != DERIVED_FROM:
+            continue  # any other reference may repeat: it is kept as sent, and indexes nothing
+        # What a record is derived from is kept by record id alone (its reverse index: two derived_from one
+        # record wrote one item twice, a 500), whichever memory is named beside it: once each.
+        if ref["record_id"] in derived_from:
             raise MemoryInvalid(
-                f"a record references {ref['record_id']} as {rel or 'related'} twice; send each reference once"
+                f"a record is derived from {ref['record_id']} twice; send each derived_from reference once"
             )
-        seen.add(key)
+        derived_from.add(ref["record_id"])
 
 
 def _as_seen(refused: PathConflict, reader: bool) -> PathConflict:
