@@ -130,7 +130,7 @@ class ConsolidationStep:
                     written_by=CONSOLIDATOR, valid_from=fact.valid_from, references=references_for(fact, texts),
                     origin=origin,
                 )
-                step.create.append((record, list(dict.fromkeys(fact.sources))))  # each source once
+                step.create.append((record, tuple(dict.fromkeys(fact.sources))))  # each source once
         return self._out_of_budget(step, tokens_left)
 
     @staticmethod
