@@ -343,7 +343,7 @@ def build(
         check_timing=MeasuredCheckTiming(),
     )
     file_repository = DynamoFileRepository(table)
-    files = FileService(ports, objects, file_repository)
+    files = FileService(ports, objects, file_repository, MeasuredCheckTiming())
     paths = DynamoPathRepository(table)
     memories = MemoryService(ports, objects, jobs.holds, engine, files=file_repository)
     types = TypeService(ports, DynamoTypeRepository(table), BUILTIN_TYPES)

@@ -310,6 +310,15 @@ class AccessView:
             raise MemoryNotFound(memory_id)
         return memory
 
+    def holds(self, memory_id: str, privilege: str) -> bool:
+        """Whether the caller holds `privilege` on the memory, decided as `visible` decides: a memory
+        the caller cannot see and an id no memory has take alike to answer no."""
+        try:
+            self.visible(memory_id)
+        except MemoryNotFound:
+            return False
+        return privilege in self.privileges(memory_id)
+
     def require(self, memory_id: str, privilege: str) -> Memory:
         """The memory when the caller holds `privilege`; 404 if unseen, 403 if seen without it."""
         memory = self.visible(memory_id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from uhp_memories.domain.access.ports import CheckTiming
 from uhp_memories.domain.errors import MemoryInvalid, RecordNotFound
 from uhp_memories.domain.files.model import (
     DOWNLOAD_SECONDS,
@@ -30,10 +31,15 @@ from uhp_memories.domain.records.model import INCLUDE_VALUES
 
 class FileService:
     """Files (§7): uploads, their binding to file records, and a file record's bytes."""
-    def __init__(self, ports: Ports, objects: ObjectStore, files: FileRepository) -> None:
+    def __init__(
+        self, ports: Ports, objects: ObjectStore, files: FileRepository, timing: CheckTiming | None = None
+    ) -> None:
         self._ports = ports
         self._objects = objects
         self._files = files
+        # Holds a file's not-found answer to the usual time of a file look-up, its own read included,
+        # as memories' are held to a memory check's (docs/decisions.md, "The 404 of an unseen file").
+        self._timing = timing
 
     def upload(self, caller: Caller, name: str, media_type: str, data: bytes) -> StoredFile:
         """A small file sent through the API."""
@@ -58,17 +64,28 @@ class FileService:
 
     def get(self, caller: Caller, file_id: str) -> StoredFile:
         """A file as this caller may see it: its uploader until a record holds it, then the record's readers."""
+        began = self._timing.now() if self._timing is not None else None
         stored = self._files.get(caller.tenant, file_id) if FILE_ID.match(file_id) else None
         # Only its uploader may see or use a file until a record holds it; then the record's
         # memory decides who reads it, the uploader included (unknown and forbidden alike: 404).
-        if stored is None:
+        held = stored is not None and stored.status == "attached" and stored.memory_id is not None
+        if stored is not None and not held and stored.created_by == caller.principal:
+            seen = True  # the uploader's own file: nothing to hide from it
+        else:
+            # Every other look-up checks one memory: the holding record's, or an id no memory has, so a
+            # file in a memory the caller cannot see and an unknown id cost the same check; the whole
+            # look-up is then held as a memory's not-found is (docs/decisions.md, "The 404 of an unseen file").
+            checked = stored.memory_id if held and stored is not None else None
+            readable = self._ports.access(caller).holds(checked or self._ports.ids.new("hmem_"), "read")
+            seen = held and readable
+            if self._timing is not None and began is not None:
+                self._timing.decided(began)
+                if not seen:
+                    self._timing.hold(began)
+        if stored is None or not seen:
             raise FileNotFound(file_id)
-        if stored.status == "attached" and stored.memory_id is not None:
-            if "read" not in self._ports.access(caller).privileges(stored.memory_id):
-                raise FileNotFound(file_id)
+        if held:
             return stored
-        if stored.created_by != caller.principal:
-            raise FileNotFound(file_id)
         if stored.status == "pending":
             size = self._objects.size(upload_key(caller.tenant, file_id))
             if size is not None and size == stored.bytes:
