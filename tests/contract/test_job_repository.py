@@ -7,6 +7,7 @@ import pytest
 
 from tests.contract.builders import ACME, GLOBEX, T0, add, mid
 from tests.contract.conftest import Repositories
+from uhp_memories.domain.errors import MemoryBusy
 from uhp_memories.domain.jobs import Job
 
 
@@ -87,9 +88,13 @@ def test_a_memory_held_by_two_jobs_stays_held_until_both_finish(repos: Repositor
 
 
 def test_a_memorys_purge_releases_it(repos: Repositories) -> None:
-    """A delete's job holds the memory it purges; the purge takes the marker with the memory."""
+    """A memory a running job holds is never hidden (memory_busy); once the job has finished, the
+    purge leaves nothing of the hold behind, and the job outlives its memory."""
     m = add(repos, 1)
-    repos.jobs.start(job(1, m.id, kind="delete"), hold_memory=True)
+    repos.jobs.start(job(1, m.id, kind="erase"), hold_memory=True)
+    with pytest.raises(MemoryBusy):
+        repos.memories.mark_deleting(ACME, [m.id])
+    repos.jobs.finish(ACME, jid(1), "completed", {}, 2)
     repos.memories.mark_deleting(ACME, [m.id])
     repos.memories.purge(ACME, m.id)
     assert repos.jobs.holds(ACME, m.id) is False

@@ -8,7 +8,8 @@ import pytest
 from tests.contract.builders import ACME, GLOBEX, add, at, mid, rid
 from tests.contract.conftest import Repositories
 from uhp_memories.domain.consolidation.model import Change, Run
-from uhp_memories.domain.errors import TreeChanged
+from uhp_memories.domain.errors import MemoryBusy, TreeChanged
+from uhp_memories.domain.jobs import Job
 
 
 def cid(n: int) -> str:
@@ -95,9 +96,11 @@ def test_start_on_a_memory_going_or_gone_raises_tree_changed_and_writes_nothing(
 
 
 @pytest.mark.slow
-def test_a_memorys_purge_removes_its_runs_and_their_hold(repos: Repositories) -> None:
+def test_a_memorys_purge_removes_its_runs(repos: Repositories) -> None:
     m, keep = add(repos, 1), add(repos, 2)
-    repos.runs.start(run(1, m.id))
+    done = run(1, m.id)
+    repos.runs.start(done)
+    repos.runs.save(finished(done), release=True)
     kept = run(2, keep.id)
     repos.runs.start(kept)
     repos.memories.mark_deleting(ACME, [m.id])
@@ -106,6 +109,44 @@ def test_a_memorys_purge_removes_its_runs_and_their_hold(repos: Repositories) ->
     assert repos.jobs.holds(ACME, m.id) is False
     assert repos.runs.list(ACME, keep.id) == [kept]
     assert repos.jobs.holds(ACME, keep.id) is True
+
+
+def test_a_held_memory_is_never_hidden_nor_is_one_above_it(repos: Repositories) -> None:
+    """The write decides memory_busy (issue 36): a delete whose look at the subtree came before a run
+    started still cannot hide it. Nothing of the subtree is hidden, the root included."""
+    top, held = add(repos, 1), add(repos, 2, parent=1)
+    repos.runs.start(run(1, held.id))
+    with pytest.raises(MemoryBusy) as refused:
+        repos.memories.mark_deleting(ACME, [top.id, held.id])
+    assert held.id not in str(refused.value)  # names only the memory acted on
+    assert repos.memories.get(ACME, top.id) == top
+    assert repos.memories.get(ACME, held.id) == held
+    repos.runs.save(finished(run(1, held.id)), release=True)
+    repos.memories.mark_deleting(ACME, [top.id, held.id])
+    assert repos.memories.get(ACME, top.id).deleting is True
+
+
+def test_a_held_memory_never_moves_nor_does_one_above_it(repos: Repositories) -> None:
+    top, held, elsewhere = add(repos, 1), add(repos, 2, parent=1), add(repos, 3)
+    repos.runs.start(run(1, held.id))
+    with pytest.raises(MemoryBusy):
+        repos.memories.update(top.evolve(parent_id=elsewhere.id), None, [elsewhere],
+                              [held.evolve(ancestors=(elsewhere.id, top.id))])
+    with pytest.raises(MemoryBusy):
+        repos.memories.update(held.evolve(parent_id=elsewhere.id), top.id, [elsewhere])
+    assert repos.memories.get(ACME, top.id) == top
+    repos.memories.update(held.evolve(name="renamed"), top.id, [])  # a rename is no move
+    assert repos.memories.get(ACME, held.id).name == "renamed"
+
+
+def test_a_run_never_starts_on_a_memory_being_deleted(repos: Repositories) -> None:
+    m = add(repos, 1)
+    repos.memories.mark_deleting(ACME, [m.id])
+    with pytest.raises(TreeChanged):
+        repos.runs.start(run(1, m.id))
+    with pytest.raises(TreeChanged):
+        repos.jobs.start(Job(ACME, "hjob_" + "0" * 31 + "1", "erase", m.id, "running", "user:alice", 1), True)
+    assert repos.jobs.holds(ACME, m.id) is False
 
 
 @pytest.mark.slow

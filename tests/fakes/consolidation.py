@@ -3,8 +3,7 @@ pass asks the index for."""
 
 from __future__ import annotations
 
-from tests.fakes.jobs import HOLD
-from tests.fakes.tree import InMemoryMemoryRepository, InMemoryRecordRepository
+from tests.fakes.tree import HOLD, InMemoryMemoryRepository, InMemoryRecordRepository
 from uhp_memories.domain.consolidation.model import Run
 from uhp_memories.domain.errors import TreeChanged
 from uhp_memories.domain.records.model import RecordVersion

@@ -7,13 +7,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tests.fakes.tree import InMemoryMemoryRepository
-from uhp_memories.domain.errors import AlreadyExists
+from tests.fakes.tree import HOLD, InMemoryMemoryRepository
+from uhp_memories.domain.errors import AlreadyExists, TreeChanged
 from uhp_memories.domain.jobs import Job
-
-# The marker under a memory while a workflow holds it: jobs and consolidation runs share it, as they
-# share DynamoDB's RUN# items, so `holds` sees both.
-HOLD = "hold"
 
 
 class InMemoryJobRepository:
@@ -28,6 +24,8 @@ class InMemoryJobRepository:
         with self.memories.lock:
             if (job.tenant, job.id) in self.jobs:
                 raise AlreadyExists(job.id)
+            if hold_memory and not self.memories.live(job.tenant, job.memory_id):
+                raise TreeChanged(job.memory_id)
             self.jobs[(job.tenant, job.id)] = copy.deepcopy(job)
             if hold_memory:
                 self.memories.keep(job.tenant, job.memory_id, HOLD, job.id, job.id)

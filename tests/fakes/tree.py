@@ -12,11 +12,14 @@ from typing import Any
 
 from tests.fakes.paths import InMemoryPathRepository
 from uhp_memories.domain.access.model import Grant
-from uhp_memories.domain.errors import AlreadyExists, SourceGone, StaleVersion, TreeChanged
+from uhp_memories.domain.errors import AlreadyExists, MemoryBusy, SourceGone, StaleVersion, TreeChanged
 from uhp_memories.domain.files.model import PathCondition
 from uhp_memories.domain.memories.model import Memory
 from uhp_memories.domain.records.model import RecordVersion, Snapshot
 
+# The marker under a memory while a workflow holds it: jobs and consolidation runs share it, as they
+# share the memory item's `held_by` set in DynamoDB, so `holds` sees both and a move or a delete refuses.
+HOLD = "hold"
 
 class InMemoryMemoryRepository:
     def __init__(self) -> None:
@@ -83,6 +86,10 @@ class InMemoryMemoryRepository:
                 now = self.memories.get((node.tenant, node.id))
                 if now is None or now.parent_id != node.parent_id:
                     raise TreeChanged(node.id)
+            if memory.parent_id != expected_parent_id and any(
+                self._held(memory.tenant, m) for m in (memory.id, *(node.id for node in below))
+            ):
+                raise MemoryBusy.under(memory.id)
             moved = memory.parent_id != expected_parent_id and memory.ancestors is not None
             ancestors = memory.ancestors if moved else stored.ancestors
             self.memories[(memory.tenant, memory.id)] = memory.evolve(
@@ -116,6 +123,8 @@ class InMemoryMemoryRepository:
 
     def mark_deleting(self, tenant: str, memory_ids: Sequence[str]) -> None:
         with self.lock:
+            if any(self._held(tenant, memory_id) for memory_id in memory_ids):
+                raise MemoryBusy.under(memory_ids[0])
             for memory_id in memory_ids:
                 memory = self.memories.get((tenant, memory_id))
                 if memory is not None:
@@ -127,6 +136,10 @@ class InMemoryMemoryRepository:
             self.kept.pop((tenant, memory_id), None)
             for key in [k for k, g in self.grants.items() if k[0] == tenant and g.memory_id == memory_id]:
                 del self.grants[key]
+
+    def _held(self, tenant: str, memory_id: str) -> bool:
+        """Whether a run holds the memory (HOLD entries: DynamoDB's `held_by` on the memory's item)."""
+        return any(kind == HOLD for kind, _ in self.kept.get((tenant, memory_id), {}))
 
     def live(self, tenant: str, memory_id: str | None) -> bool:
         """Whether a write under this memory may go ahead (DynamoDB's LIVE_MEMORY condition)."""

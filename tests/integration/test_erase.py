@@ -256,6 +256,33 @@ def test_a_running_erase_makes_delete_and_move_busy(
     assert alice.delete(f"/v1/memories/{memory['id']}").status_code in (200, 202)
 
 
+
+def test_a_run_below_makes_an_ancestors_delete_and_move_busy(
+    alice: Client, local_aws: LocalAws, workflows_answer_at_once: None
+) -> None:
+    """A run holds its memory against a delete or a move of any memory above it too, decided by the
+    write itself (issue 36: the check used to come before the write, with a gap between), and the
+    answer names only the memory acted on."""
+    top = alice.create_memory("Top")
+    child = alice.create_memory("Child", parent_id=top["id"])
+    target = alice.create_memory("Target")
+    record = alice.remember(child["id"], "kept while the run holds it")
+    local_aws.fail_step("erase_records", 2)  # two retries: the erase holds the child for seconds
+    answer = alice.post(f"/v1/memories/{child['id']}/erase", {"record_ids": [record["id"]]})
+    assert answer.status_code == 202
+    deleted = alice.delete(f"/v1/memories/{top['id']}")
+    assert error_code(deleted) == "memory_busy"
+    assert child["id"] not in deleted.text
+    assert error_code(alice.put(f"/v1/memories/{top['id']}", {"parent_id": target["id"]})) == "memory_busy"
+    for memory_id in (top["id"], child["id"]):  # nothing was hidden
+        assert alice.get(f"/v1/memories/{memory_id}").status_code == 200
+    assert alice.get(f"/v1/memories/{top['id']}").json()["parent_id"] is None
+    assert alice.put(f"/v1/memories/{top['id']}", {"name": "Renamed"}).status_code == 200  # a rename is no move
+    assert _poll(alice, child["id"], answer.json()["job"]["id"])["status"] == "completed"
+    assert alice.put(f"/v1/memories/{top['id']}", {"parent_id": target["id"]}).status_code == 200
+    assert alice.delete(f"/v1/memories/{top['id']}").status_code in (200, 202)
+
+
 def test_a_job_is_read_only_through_the_memory_it_belongs_to(
     alice: Client, make_client: ClientFactory, workflows_answer_at_once: None
 ) -> None:

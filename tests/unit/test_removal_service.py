@@ -85,7 +85,7 @@ def build(world: World, retention: Retention | None = None, run_workflows: bool 
     jobs = InMemoryJobRepository(world.ports.memories)  # type: ignore[arg-type]
     objects, cached, index = InMemoryObjectStore(), InMemoryCachedResponses(), RecordingIndex()
     workflows = InMemoryWorkflowRunner()
-    memories = MemoryService(world.ports, objects, jobs.holds)
+    memories = MemoryService(world.ports, objects)
     removal = RemovalService(
         world.ports, memories, jobs, workflows, objects, cached, retention or Retention(), 0, lambda: index
     )

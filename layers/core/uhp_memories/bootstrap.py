@@ -345,7 +345,7 @@ def build(
     file_repository = DynamoFileRepository(table)
     files = FileService(ports, objects, file_repository, MeasuredCheckTiming())
     paths = DynamoPathRepository(table)
-    memories = MemoryService(ports, objects, jobs.holds, engine, files=file_repository)
+    memories = MemoryService(ports, objects, engine, files=file_repository)
     types = TypeService(ports, DynamoTypeRepository(table), BUILTIN_TYPES)
     records = RecordService(ports, memories, files, engine, paths, types)
     recall = RecallService(

@@ -83,7 +83,15 @@ class MemoryConflict(DomainError):
 
 
 class MemoryBusy(DomainError):
+    """§12: a move or a delete while a run (a consolidation, an erase) holds the memory or one below it:
+    purging or moving a child under a running pass would pull its records away mid-run."""
+
     code = "memory_busy"
+
+    @classmethod
+    def under(cls, memory_id: str) -> MemoryBusy:
+        """Naming only the memory the caller acted on, never the one below it that a run holds."""
+        return cls(f"a run holds memory {memory_id} or a memory below it; try again when it has finished")
 
 
 class WriteContended(DomainError):

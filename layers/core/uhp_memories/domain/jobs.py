@@ -25,7 +25,8 @@ class Job:
 
 class JobRepository(Protocol):
     def start(self, job: Job, hold_memory: bool) -> None:
-        """Write the job; with `hold_memory`, also mark the memory busy, in one transaction."""
+        """Write the job; with `hold_memory`, also hold the memory (a move or a delete of it, or of a
+        memory above it, is then memory_busy), in one transaction, TreeChanged when it is being deleted."""
         ...
 
     def finish(self, tenant: str, job_id: str, status: str, result: dict[str, Any], finished_at: int) -> Job:

@@ -1,12 +1,13 @@
-"""Jobs on DynamoDB: the job item, and a marker under the memory while the job holds it."""
+"""Jobs on DynamoDB: the job item, and the hold on its memory while it runs (adapters/dynamodb/holds.py)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from uhp_memories.adapters.dynamodb import keys
-from uhp_memories.adapters.dynamodb.table import DynamoTable
+from uhp_memories.adapters.dynamodb import holds, keys
+from uhp_memories.adapters.dynamodb.table import ConditionFailed, DynamoTable
+from uhp_memories.domain.errors import TreeChanged
 from uhp_memories.domain.jobs import Job
 
 
@@ -29,28 +30,30 @@ class DynamoJobRepository:
                     "requested_by": job.requested_by,
                     "created_at": job.created_at,
                     "result": json.dumps(job.result),
+                    "holds_memory": hold_memory,  # what finish releases
                 },
                 "attribute_not_exists(PK)",
             )
         ]
         if hold_memory:
-            operations.append(
-                self._table.put_op(
-                    {
-                        "PK": keys.memory_pk(job.tenant, job.memory_id),
-                        "SK": keys.run_sk(job.id),
-                        "entity": "run",
-                        "tenant": job.tenant,
-                        "job_id": job.id,
-                    }
-                )
-            )
-        self._table.transact(operations)
+            operations.append(holds.hold_op(self._table, job.tenant, job.memory_id, job.id))
+        try:
+            self._table.transact(operations)
+        except ConditionFailed:
+            raise TreeChanged(job.memory_id) from None  # being deleted (job ids are fresh)
 
     def finish(self, tenant: str, job_id: str, status: str, result: dict[str, Any], finished_at: int) -> Job:
-        job = self.get(tenant, job_id)
-        if job is None:
+        item = self._table.get(keys.job_pk(tenant, job_id), keys.JOB_SK)
+        if item is None or item.get("tenant") != tenant:
             raise LookupError(job_id)
+        memory_id = str(item["memory_id"])
+        # A job that held its memory releases it; one that did not (a delete, whose memory is gone by
+        # now) touches no memory item, or an update would write one back.
+        release = (
+            holds.release_ops(self._table, tenant, memory_id, job_id)
+            if item.get("holds_memory")
+            else [holds.legacy_marker_op(self._table, tenant, memory_id, job_id)]
+        )
         self._table.transact(
             [
                 self._table.update_op(
@@ -60,7 +63,7 @@ class DynamoJobRepository:
                     values={":s": status, ":r": json.dumps(result), ":f": finished_at},
                     names={"#s": "status", "#r": "result"},
                 ),
-                self._table.delete_op(keys.memory_pk(tenant, job.memory_id), keys.run_sk(job_id)),
+                *release,
             ]
         )
         return self.get(tenant, job_id)  # type: ignore[return-value]
@@ -96,7 +99,4 @@ class DynamoJobRepository:
         )
 
     def holds(self, tenant: str, memory_id: str) -> bool:
-        items = self._table.query(
-            "PK = :pk AND begins_with(SK, :run)", {":pk": keys.memory_pk(tenant, memory_id), ":run": keys.RUN_SK_PREFIX}
-        )
-        return next(iter(items), None) is not None
+        return holds.is_held(self._table.get(keys.memory_pk(tenant, memory_id), keys.META_SK))

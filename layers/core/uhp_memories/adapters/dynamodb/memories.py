@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from uhp_memories.adapters.dynamodb import keys
+from uhp_memories.adapters.dynamodb import holds, keys
 from uhp_memories.adapters.dynamodb.items import (
     GRANTS_ATTRIBUTE,
     GRANTS_VERSION,
@@ -29,7 +29,7 @@ from uhp_memories.adapters.dynamodb.items import (
 from uhp_memories.adapters.dynamodb.schema import CHILDREN_INDEX, PRINCIPAL_INDEX
 from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, Contended, DynamoTable
 from uhp_memories.domain.access.model import Grant
-from uhp_memories.domain.errors import TreeChanged
+from uhp_memories.domain.errors import MemoryBusy, TreeChanged
 from uhp_memories.domain.limits import MAX_TREE_DEPTH
 from uhp_memories.domain.memories.model import Memory
 from uhp_memories.domain.model import PRIVILEGES
@@ -145,6 +145,9 @@ class DynamoMemoryRepository:
             assignments = assignments.replace("SET ", "SET parent_id = :parent, ")
             values[":parent"] = memory.parent_id
         condition = LIVE_MEMORY + " AND " + self._parent_is(expected_parent_id, ":expected", values)
+        moving = memory.parent_id != expected_parent_id
+        if moving:  # a run's memory never moves under it, nor does a memory below it (holds.py)
+            condition += " AND " + holds.NOT_HELD
         operations = [
             self._table.update_op(
                 keys.memory_pk(memory.tenant, memory.id),
@@ -171,13 +174,18 @@ class DynamoMemoryRepository:
                     keys.memory_pk(node.tenant, node.id),
                     keys.META_SK,
                     "SET ancestors = :ancestors",
-                    condition="attribute_exists(PK) AND parent_id = :parent",
+                    condition="attribute_exists(PK) AND parent_id = :parent AND " + holds.NOT_HELD,
                     values={":ancestors": ancestors_text(node.ancestors or ()), ":parent": node.parent_id},
                 )
             )
         try:
             self._table.transact(operations)
         except ConditionFailed:
+            if moving:
+                moved = [memory.id, *(node.id for node in below)]
+                items = self._table.get_many([(keys.memory_pk(memory.tenant, m), keys.META_SK) for m in moved])
+                if any(holds.is_held(item) for item in items):
+                    raise MemoryBusy.under(memory.id) from None
             raise TreeChanged(memory.id) from None
 
     @staticmethod
@@ -246,27 +254,38 @@ class DynamoMemoryRepository:
         raise Contended(f"grants on memory {memory_id} kept changing; try again")
 
     def mark_deleting(self, tenant: str, memory_ids: Sequence[str]) -> None:
+        """Hide the memories, root first, each on the condition that no run holds it (holds.py): a run
+        that started after the service's look at the subtree makes this fail, not the run. A subtree
+        past one transaction (100 memories) is hidden in batches; a batch refused as busy shows again
+        the batches hidden before it."""
         ids = list(memory_ids)
+        hidden: list[str] = []
         for start in range(0, len(ids), 100):
-            operations = [
-                self._table.update_op(
-                    keys.memory_pk(tenant, memory_id),
-                    keys.META_SK,
-                    "SET deleting = :true",
-                    condition="attribute_exists(PK)",
-                    values={":true": True},
-                )
-                for memory_id in ids[start : start + 100]
-            ]
+            batch = ids[start : start + 100]
             try:
-                self._table.transact(operations)
+                self._table.transact([self._deleting_op(tenant, memory_id, True) for memory_id in batch])
             except ConditionFailed:
-                # A node already purged by an earlier attempt: mark the rest one by one.
-                for op in operations:
+                # Busy, or a node already purged by an earlier attempt: which, each node read says.
+                items = self._table.get_many([(keys.memory_pk(tenant, m), keys.META_SK) for m in batch])
+                if any(holds.is_held(item) for item in items):
+                    for memory_id in hidden:
+                        self._table.transact([self._deleting_op(tenant, memory_id, False)])
+                    raise MemoryBusy.under(ids[0]) from None
+                for memory_id in batch:  # mark the rest one by one
                     try:
-                        self._table.transact([op])
+                        self._table.transact([self._deleting_op(tenant, memory_id, True)])
                     except ConditionFailed:
                         continue
+            hidden.extend(batch)
+
+    def _deleting_op(self, tenant: str, memory_id: str, deleting: bool) -> dict[str, Any]:
+        return self._table.update_op(
+            keys.memory_pk(tenant, memory_id),
+            keys.META_SK,
+            "SET deleting = :deleting",
+            condition="attribute_exists(PK) AND " + holds.NOT_HELD if deleting else "attribute_exists(PK)",
+            values={":deleting": deleting},
+        )
 
     def purge(self, tenant: str, memory_id: str) -> None:
         pk = keys.memory_pk(tenant, memory_id)

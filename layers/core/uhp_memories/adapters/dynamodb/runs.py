@@ -1,12 +1,13 @@
-"""Consolidation runs on DynamoDB, under their memory, with the marker that holds the memory."""
+"""Consolidation runs on DynamoDB, under their memory, with the hold on the memory while they run
+(adapters/dynamodb/holds.py)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from uhp_memories.adapters.dynamodb import keys
-from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, DynamoTable
+from uhp_memories.adapters.dynamodb import holds, keys
+from uhp_memories.adapters.dynamodb.table import ConditionFailed, DynamoTable
 from uhp_memories.domain.consolidation.model import Change, Run
 from uhp_memories.domain.errors import TreeChanged
 
@@ -26,24 +27,12 @@ class DynamoRunRepository:
             "run": json.dumps(body),
         }
 
-    def _hold(self, run: Run) -> dict[str, Any]:
-        return {
-            "PK": keys.memory_pk(run.tenant, run.memory_id),
-            "SK": keys.run_sk(run.id),
-            "entity": "run",
-            "tenant": run.tenant,
-            "job_id": run.id,
-        }
-
     def start(self, run: Run) -> None:
         try:
             self._table.transact(
                 [
                     self._table.put_op(self._item(run), "attribute_not_exists(PK)"),
-                    self._table.put_op(self._hold(run)),
-                    self._table.check_op(
-                        keys.memory_pk(run.tenant, run.memory_id), keys.META_SK, LIVE_MEMORY, {":false": False}
-                    ),
+                    holds.hold_op(self._table, run.tenant, run.memory_id, run.id),
                 ]
             )
         except ConditionFailed:
@@ -52,7 +41,7 @@ class DynamoRunRepository:
     def save(self, run: Run, release: bool) -> None:
         operations = [self._table.put_op(self._item(run))]
         if release:
-            operations.append(self._table.delete_op(keys.memory_pk(run.tenant, run.memory_id), keys.run_sk(run.id)))
+            operations.extend(holds.release_ops(self._table, run.tenant, run.memory_id, run.id))
         self._table.transact(operations)
 
     def get(self, tenant: str, memory_id: str, run_id: str) -> Run | None:

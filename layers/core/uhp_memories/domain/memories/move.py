@@ -3,7 +3,7 @@ written, and the new chain of ancestors of every memory below the one that moves
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from uhp_memories.domain.access.model import AccessView
 from uhp_memories.domain.errors import MemoryInvalid
@@ -17,9 +17,8 @@ from uhp_memories.domain.ports import Ports
 class MemoryMoves:
     """Plans a move of a memory under a new parent (or to a root); MemoryService.update writes it."""
 
-    def __init__(self, ports: Ports, holds: Callable[[str, str], bool] | None) -> None:
+    def __init__(self, ports: Ports) -> None:
         self._ports = ports
-        self._holds = holds
 
     def plan(
         self, caller: Caller, access: AccessView, memory_id: str, new_parent_id: str | None
@@ -28,8 +27,9 @@ class MemoryMoves:
         for a root) and the memories below the moved one with their new ancestors."""
         parent_chain: list[Memory] = []
         access.require(memory_id, "delete")
+        # A run holding this memory or one below it makes the move's write memory_busy
+        # (MemoryRepository.update): the write decides, so no run can start in between.
         descendants = tree.descendants(self._ports, caller.tenant, memory_id)
-        tree.check_not_busy(self._holds, caller.tenant, [memory_id, *(d.id for d in descendants)])
         if new_parent_id is not None:
             new_parent = access.require(new_parent_id, "create")
             parent_chain = tree.chain(access, new_parent)

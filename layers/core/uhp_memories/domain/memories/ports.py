@@ -52,7 +52,9 @@ class MemoryRepository(Protocol):
         if the memory's parent is no longer `expected_parent_id` or any node of the chain moved, so two
         concurrent moves can never build a cycle. `below`: on a move, every memory below it with its
         new `ancestors`, written in the same transaction, each on the condition that its parent is
-        still the one it was read with (TreeChanged otherwise)."""
+        still the one it was read with (TreeChanged otherwise). A move fails with MemoryBusy while a
+        run (a consolidation, an erase) holds the memory or one below it: decided by the write itself,
+        against runs that start at the same time (JobRepository.start, RunRepository.start)."""
         ...
 
     def grants_of(self, tenant: str, principal_ids: Sequence[str]) -> list[Grant]:
@@ -70,7 +72,8 @@ class MemoryRepository(Protocol):
         ...
 
     def mark_deleting(self, tenant: str, memory_ids: Sequence[str]) -> None:
-        """Hide memories at once; the purge that follows may take longer."""
+        """Hide memories at once (root first); the purge that follows may take longer. MemoryBusy,
+        hiding none of them, while a run holds one: decided by the write itself, as a move's is."""
         ...
 
     def purge(self, tenant: str, memory_id: str) -> None:

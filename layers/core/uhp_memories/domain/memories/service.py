@@ -27,7 +27,6 @@ class MemoryService:
         self,
         ports: Ports,
         objects: ObjectStore | None = None,
-        holds: Callable[[str, str], bool] | None = None,
         index: Callable[[], MemoryIndex | None] | None = None,
         files: FileRepository | None = None,
     ) -> None:
@@ -35,9 +34,7 @@ class MemoryService:
         self._objects = objects
         self._files = files
         self._index = index
-        # Whether a run holds a memory (a move or a delete then answers memory_busy).
-        self._holds = holds
-        self._moves = MemoryMoves(ports, holds)
+        self._moves = MemoryMoves(ports)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -281,7 +278,8 @@ class MemoryService:
         access = self._ports.access(caller)
         access.require(memory_id, "delete")
         subtree = tree.subtree(self._ports, caller.tenant, memory_id)
-        tree.check_not_busy(self._holds, caller.tenant, subtree)
+        # memory_busy when a run holds one of them: decided by the write, so a run that starts
+        # between the walk above and the write is no gap (MemoryRepository.mark_deleting).
         self._ports.memories.mark_deleting(caller.tenant, subtree)
         return subtree
 

@@ -1,12 +1,9 @@
 """Walks of the memory tree shared by MemoryService and its moves (domain/memories/move.py): a memory's
-chain of ancestors, the memories below it, and whether a run holds any of them."""
+chain of ancestors and the memories below it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from uhp_memories.domain.access.model import AccessView
-from uhp_memories.domain.errors import MemoryBusy
 from uhp_memories.domain.limits import MAX_TREE_DEPTH
 from uhp_memories.domain.memories.model import Memory
 from uhp_memories.domain.ports import Ports
@@ -41,15 +38,3 @@ def subtree(ports: Ports, tenant: str, memory_id: str) -> list[str]:
     if ports.memories.get(tenant, memory_id) is None:
         return []
     return [memory_id, *(d.id for d in descendants(ports, tenant, memory_id))]
-
-
-def check_not_busy(holds: Callable[[str, str], bool] | None, tenant: str, subtree: list[str]) -> None:
-    """§12: a move or a delete while a run (a consolidation, an erase) holds the memory or any memory
-    below it is memory_busy: purging or moving a child under a running pass would pull its records
-    away mid-run. The message names only the memory the caller acted on."""
-    if holds is None:
-        return
-    if any(holds(tenant, node_id) for node_id in subtree):
-        raise MemoryBusy(
-            f"a run holds memory {subtree[0]} or a memory below it; try again when it has finished"
-        )
