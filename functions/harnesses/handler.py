@@ -27,10 +27,7 @@ def _out(
             schemas.AttachmentOut(memory_id=a.memory_id, access=a.access, default=a.default) for a in attachments
         ],
         hidden=hidden,
-        notices=[
-            schemas.NoticeOut(code=n.code, message=n.message, memory_id=n.memory_id, provider=n.provider)
-            for n in notices or []
-        ],
+        notices=presenters.notices(notices or []),
     )
 
 
@@ -84,7 +81,7 @@ def handle_prime(
     container = bootstrap.container()
     caller = container.harnesses.session_caller(caller_of(app), memory, harness_id)
     answer = container.prime.prime(caller, harness_id, budget)
-    return respond(presenters.prime(answer, TOKENIZER_NAME))
+    return respond(presenters.prime(answer, TOKENIZER_NAME, container.harnesses.session_notices(caller, harness_id)))
 
 
 @app.post(
@@ -103,7 +100,7 @@ def handle_turn(harness_id: str, body: schemas.TurnIn) -> Response[schemas.TurnO
     container = bootstrap.container()
     caller = container.harnesses.session_caller(caller_of(app), body.memory, harness_id)
     answer = container.turns.observe_turn(caller, harness_id, turn)
-    return respond(presenters.turn(answer, harness_id), 201)
+    return respond(presenters.turn(answer, harness_id, container.harnesses.session_notices(caller, harness_id)), 201)
 
 
 lambda_handler = make_handler(app)

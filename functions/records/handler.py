@@ -62,15 +62,24 @@ def handle_list_records(
     return Response(status_code=200, content_type=JSON, body=listing)
 
 
-@app.get("/v1/memories/<memory_id>/records/<record_id>", summary="Get one record; as_of", tags=["records"])
+READ_SHAPE: dict[int, Any] = {
+    200: {"description": "the record, with its memory's parent and children (§6.1)",
+          "content": {"application/json": {"model": schemas.RecordRead}}}
+}
+
+
+@app.get(
+    "/v1/memories/<memory_id>/records/<record_id>", summary="Get one record; as_of", tags=["records"],
+    responses=READ_SHAPE,
+)
 def handle_get_record(
     memory_id: str,
     record_id: str,
     as_of: Annotated[str | None, Query(description="an RFC 3339 time or a snapshot name")] = None,
     include: Annotated[str, Query(description="active or all: the same answer (an id names its version)")] = "active",
-) -> Response[schemas.RecordOut]:
+):  # §6.1: `parent` left out when absent, as in a listing
     view = bootstrap.container().records.get(caller_of(app), memory_id, record_id, as_of, include)
-    return respond(presenters.record(view))
+    return respond_as_shown(presenters.record_read(view))
 
 
 # A revise or forget answers the record to a reader, and to a caller that may only write what it

@@ -68,7 +68,8 @@ def test_records_in_mem0_remember_get_list_revise_forget_history(alice: Client) 
 
     got = alice.get(f"/v1/memories/{memory}/records/{fact['id']}")
     assert got.status_code == 200, got.text
-    assert got.json() == fact
+    assert {k: v for k, v in got.json().items() if k not in ("parent", "children")} == fact
+    assert "parent" not in got.json()  # a root (§6.1)
     listed = alice.get(f"/v1/memories/{memory}/records").json()
     assert [r["id"] for r in listed["data"]] == [other["id"], fact["id"]]  # newest first
     only_notes = alice.get(f"/v1/memories/{memory}/records", types="note").json()["data"]

@@ -90,3 +90,22 @@ def test_a_harness_key_cannot_set_owners_its_own_or_anothers(alice: Client, make
     answer = alice.get("/v1/harnesses/person_5/owners")
     assert (answer.status_code, answer.json()["owners"]) == (200, ["user:alice", "harness:person_6"])
     assert harness.get("/v1/harnesses/person_5/owners").status_code == 200  # reading them is no change
+
+
+def test_a_harness_key_holding_delete_cannot_delete_move_or_restrict(alice: Client, make_client: ClientFactory) -> None:
+    """Deleting removes every record below, as erase does; a move and `restricted` change who reaches the
+    memory (§13: the agent chooses its path, never its reach): a person's acts, like erase."""
+    harness, memory = _harness_holding_delete(alice, make_client, "person_5")
+    elsewhere = alice.create_memory("Elsewhere")
+    alice.grant(elsewhere["id"], "harness:person_5", "read", "create", "delete")
+    record = alice.remember(memory["id"], "kept while a person decides")
+    _refused_as_a_persons_act(harness.delete(f"/v1/memories/{memory['id']}"))
+    _refused_as_a_persons_act(harness.put(f"/v1/memories/{memory['id']}", {"parent_id": elsewhere["id"]}))
+    _refused_as_a_persons_act(harness.put(f"/v1/memories/{memory['id']}", {"restricted": True}))
+    after = alice.get(f"/v1/memories/{memory['id']}").json()
+    assert (after.get("parent_id"), after["restricted"]) == (None, False)
+    assert alice.get(f"/v1/memories/{memory['id']}/records/{record['id']}").status_code == 200
+    # A person holding the same privileges does each.
+    assert alice.put(f"/v1/memories/{memory['id']}", {"restricted": True}).status_code == 200
+    assert alice.put(f"/v1/memories/{memory['id']}", {"parent_id": elsewhere["id"]}).status_code == 200
+    assert alice.delete(f"/v1/memories/{memory['id']}").status_code in (200, 202, 204)

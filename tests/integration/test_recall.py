@@ -100,7 +100,7 @@ def test_a_query_alone_is_searched_by_its_words_too(alice: Client) -> None:
     assert all(r["why"] == ["query"] for r in meaning_only["results"])
     asked = recall(alice, memory["id"], query=question, limit=3)
     assert contents(asked)[0] == ORDERS[0]
-    assert asked["results"][0]["why"] == ["query", "text"]  # "text": the query's own words found it
+    assert asked["results"][0]["why"] == ["query"]  # the query's own words found it: they serve the query
     words_given = recall(alice, memory["id"], query=question, text="Leeds warehouse", limit=3)
     assert contents(words_given)[0] == ORDERS[0]
 
@@ -302,7 +302,7 @@ def test_without_its_embedder_recall_searches_the_words_and_says_so(
     asked = recall(alice, memory["id"], query="When does Acme renew its contract?")
     assert asked["degraded"] == ["query:embedder_unavailable"]
     assert contents(asked)[0] == FACTS[0]
-    assert all(r["why"] == ["text"] for r in asked["results"])
+    assert all(r["why"] == ["query"] for r in asked["results"])  # the query's words serve it
     assert asked["abstain"] is False
     # Words and fields given too: they are what was asked, and done.
     both = recall(alice, memory["id"], query="who likes email", text="email",

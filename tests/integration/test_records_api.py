@@ -77,9 +77,14 @@ def forget(client: Client, memory_id: str, record_id: str) -> dict[str, Any]:
 
 
 def get_record(client: Client, memory_id: str, record_id: str, **params: Any) -> dict[str, Any]:
+    """The record a get answers, without where the reader can go from its memory (§6.1: `children`
+    always, `parent` where there is one the caller may read; tests/integration/test_contract_gaps.py)."""
     answer = client.get(records_path(memory_id, record_id), **params)
     assert answer.status_code == 200, answer.text
-    return answer.json()
+    got = answer.json()
+    assert isinstance(got.pop("children"), list)
+    got.pop("parent", None)
+    return dict(got)
 
 
 def history(client: Client, memory_id: str, record_id: str) -> list[dict[str, Any]]:

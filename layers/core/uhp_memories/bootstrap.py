@@ -190,6 +190,14 @@ def build_recall_engine(
 FREE_QUERY_LANGUAGES = ("opensearch-dsl",)
 
 
+def free_query_guide(language: str) -> str:
+    """The language and the schema a free-query language of this deployment queries, as the memory_query
+    tool describes them to an agent (§6.5), from the adapter that checks its statements."""
+    from uhp_memories.adapters.opensearch import free_query
+
+    return free_query.guide() if language == free_query.LANGUAGE else f"Language {language}."
+
+
 def free_query_index(engine: RecallEngine | None) -> Any:
     """Free queries on the engine's index when it can confine a caller's statement (OpenSearch)."""
     from uhp_memories.adapters.opensearch import OpenSearchIndex

@@ -14,7 +14,7 @@ from typing import Any
 
 from uhp_memories.admin.progress import step
 from uhp_memories.admin.service import AdminError, StageAdmin
-from uhp_memories.admin.target import StageTarget, TargetError
+from uhp_memories.admin.target import StageTarget, TargetError, aws_refusal, aws_session
 
 
 def add_commands(commands: Any) -> None:
@@ -77,9 +77,7 @@ STAGE_OPTIONS = ("stack", "rest_api_id", "stage_name", "keys_table", "main_table
 
 
 def _clients(args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    import boto3
-
-    session = boto3.Session(profile_name=args.profile, region_name=args.region)
+    session = aws_session(args.profile, args.region)
     return session.client("cloudformation"), session.client("apigateway"), session.client("dynamodb")
 
 
@@ -222,18 +220,14 @@ def _revoke_key(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run an admin command; an operator's error is one line on stderr and exit status 2."""
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         return int(args.run(args))
     except (AdminError, TargetError) as error:
         return _refused(str(error))
-    except NoRegionError:
-        return _refused("no AWS region: add --region NAME, or set AWS_REGION (or a region in your AWS profile)")
-    except NoCredentialsError:
-        return _refused("no AWS credentials: add --profile NAME, or set them as for the AWS CLI (aws configure)")
     except (BotoCoreError, ClientError) as error:
-        return _refused(f"AWS refused: {error}")
+        return _refused(aws_refusal(error) or str(error))
 
 
 def _refused(message: str) -> int:

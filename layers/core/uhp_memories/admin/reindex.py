@@ -37,7 +37,7 @@ from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.adapters.dynamodb.items import RECORD_ENTITY, from_dynamo, record_from
 from uhp_memories.adapters.dynamodb.table import DynamoTable
 from uhp_memories.admin.progress import reindex_progress
-from uhp_memories.admin.target import TargetError, stack_outputs
+from uhp_memories.admin.target import TargetError, aws_refusal, aws_session, stack_outputs
 from uhp_memories.bootstrap import build_recall_engine
 from uhp_memories.domain.recall.engine import RecallEngine
 from uhp_memories.domain.recall.model import EmbeddingModelMismatch, SearchUnavailable
@@ -355,9 +355,7 @@ def add_command(commands: Any) -> None:
 
 
 def _session(args: argparse.Namespace) -> Any:
-    import boto3
-
-    return boto3.Session(profile_name=args.profile, region_name=args.region)
+    return aws_session(args.profile, args.region)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -397,6 +395,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except SearchUnavailable as error:
         print(f"uhp-memories: {error}; run reindex again when it answers (indexing is idempotent)", file=sys.stderr)
+        return 2
+    except Exception as error:  # an AWS client error (no region, no credentials, a refusal): one line
+        refusal = aws_refusal(error)
+        if refusal is None:
+            raise
+        print(f"uhp-memories: {refusal}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report.as_dict(), indent=2), flush=True)

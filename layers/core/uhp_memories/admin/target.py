@@ -3,6 +3,7 @@ named piece by piece."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,30 @@ DEFAULT_TENANT_QUOTA_PER_MONTH = 5_000_000
 
 class TargetError(Exception):
     pass
+
+
+def aws_session(profile: str | None, region: str | None) -> Any:
+    """The admin commands' AWS session. boto3 reads only AWS_DEFAULT_REGION, while docs/deploy.md, the AWS
+    CLI v2 and every other AWS SDK say AWS_REGION: --region first, then AWS_REGION, then
+    AWS_DEFAULT_REGION, then the profile's region."""
+    import boto3
+
+    chosen = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
+    return boto3.Session(profile_name=profile, region_name=chosen)
+
+
+def aws_refusal(error: Exception) -> str | None:
+    """The one line an operator is told for an AWS client error (no region, no credentials, a refusal),
+    or None for an error that is not AWS's: never a traceback."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+
+    if isinstance(error, NoRegionError):
+        return "no AWS region: add --region NAME, or set AWS_REGION (or a region in your AWS profile)"
+    if isinstance(error, NoCredentialsError):
+        return "no AWS credentials: add --profile NAME, or set them as for the AWS CLI (aws configure)"
+    if isinstance(error, (BotoCoreError, ClientError)):
+        return f"AWS refused: {error}"
+    return None
 
 
 @dataclass(frozen=True)

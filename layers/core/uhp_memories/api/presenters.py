@@ -7,13 +7,13 @@ from typing import Any
 
 from uhp_memories.api import schemas
 from uhp_memories.domain.access.model import Grant
-from uhp_memories.domain.agents.model import PinnedRecord, PrimeAnswer, TurnAnswer
+from uhp_memories.domain.agents.model import Notice, PinnedRecord, PrimeAnswer, TurnAnswer
 from uhp_memories.domain.consolidation.model import CONSOLIDATOR, Run, Schedule
 from uhp_memories.domain.jobs import Job
 from uhp_memories.domain.memories.model import MemorySummary, MemoryView
 from uhp_memories.domain.model import Page
 from uhp_memories.domain.recall.model import RecallAnswer
-from uhp_memories.domain.records.model import CORE_TYPES, RecordPage, RecordView, Snapshot
+from uhp_memories.domain.records.model import CORE_TYPES, RecordPage, RecordRead, RecordView, Snapshot
 from uhp_memories.domain.timefmt import format_ms
 from uhp_memories.domain.types.model import TypeDefinition
 from uhp_memories.domain.types.operations import OperationAnswer
@@ -74,6 +74,16 @@ def record(view: RecordView) -> schemas.RecordOut:
         origin=r.origin,
         forgotten_by=r.forgotten_by,
     )
+
+
+def record_read(view: RecordRead) -> dict[str, Any]:
+    """A record as get answers it, with where the reader can go (§6.1), `parent` absent as in recall."""
+    out = schemas.RecordRead(
+        **record(view).model_dump(),
+        parent=summary(view.parent) if view.parent else None,
+        children=[summary(c) for c in view.children],
+    )
+    return _without_absent_parent(out.model_dump(mode="json"))
 
 
 def written_record(view: RecordView) -> dict[str, Any]:
@@ -216,7 +226,15 @@ def pins(memory_id: str, pinned: list[PinnedRecord]) -> schemas.PinsOut:
     )
 
 
-def prime(answer: PrimeAnswer, tokenizer: str) -> schemas.PrimeOut:
+def notices(given: Sequence[Notice]) -> list[schemas.NoticeOut]:
+    """What the person attaching, or naming a session's memory, is told (§9.1)."""
+    return [
+        schemas.NoticeOut(code=n.code, message=n.message, memory_id=n.memory_id, provider=n.provider) for n in given
+    ]
+
+
+def prime(answer: PrimeAnswer, tokenizer: str, told: Sequence[Notice] = ()) -> schemas.PrimeOut:
+    """Prime's answer; `told`, the notices of the session's memory (HarnessService.session_notices)."""
     memories = [
         schemas.PrimeMemoryOut(
             memory_id=m.memory.id,
@@ -253,16 +271,19 @@ def prime(answer: PrimeAnswer, tokenizer: str) -> schemas.PrimeOut:
         placed=[schemas.PlacedOut(memory_id=m.memory_id, tokens=m.tokens, records=len(m.records)) for m in memories],
         omitted=answer.omitted_records,
         omitted_memories=answer.omitted_memories,
+        notices=notices(told),
     )
 
 
-def turn(answer: TurnAnswer, harness_id: str) -> schemas.TurnOut:
+def turn(answer: TurnAnswer, harness_id: str, told: Sequence[Notice] = ()) -> schemas.TurnOut:
+    """A turn's answer; `told`, the notices of the session's memory (HarnessService.session_notices)."""
     return schemas.TurnOut(
         turn_id=answer.turn_id,
         harness_id=harness_id,
         memory_id=answer.memory_id,
         records=[record(v) for v in answer.records],
         job=schemas.JobRef(id=answer.job.id, status=answer.job.status) if answer.job is not None else None,  # type: ignore[arg-type]
+        notices=notices(told),
     )
 
 

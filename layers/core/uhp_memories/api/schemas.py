@@ -375,6 +375,16 @@ class MemorySummaryOut(BaseModel):
     children: Count
 
 
+class RecordRead(RecordOut):
+    """One record as get answers it, with where the reader can go from its memory (§6.1): the parent
+    (left out where there is none the caller may read) and the readable children, as a listing names them."""
+
+    parent: MemorySummaryOut | None = Field(
+        default=None, description="absent on a root, and when the caller may not read the parent"
+    )
+    children: list[MemorySummaryOut]
+
+
 class RecordListing(RecordList):
     """A page of a memory's records, with the parent (left out where there is none the caller may
     read) and the children a reader can go to, as recall names them (§6.1)."""
@@ -618,7 +628,8 @@ class AttachmentOut(BaseModel):
 
 
 class NoticeOut(BaseModel):
-    """What the person attaching must be told (§9.1): `outside_provider`, every turn goes to it."""
+    """What the person attaching, or naming a session's memory, must be told (§9.1): `outside_provider`,
+    every turn goes to it."""
 
     code: str
     message: str
@@ -731,6 +742,11 @@ class PrimeOut(BaseModel):
     placed: list[PlacedOut]
     omitted: int  # pinned records left out: not whole within the budget
     omitted_memories: int  # memories whose header did not fit (their records are counted in omitted)
+    notices: list[NoticeOut] = Field(
+        default_factory=list,
+        description="what the one naming the session's memory (`memory`) is told, as on attaching (§9.1): "
+        "outside_provider when a provider outside this server keeps it",
+    )
 
 
 class ToolRunIn(Strict):
@@ -763,6 +779,11 @@ class TurnOut(BaseModel):
     records: list[RecordOut]
     job: JobRef | None = Field(
         default=None, description="the derivation from these episodes, where the provider derives"
+    )
+    notices: list[NoticeOut] = Field(
+        default_factory=list,
+        description="what the one naming the session's memory (`memory`) is told, as on attaching (§9.1): "
+        "outside_provider when a provider outside this server keeps it",
     )
 
 

@@ -148,7 +148,10 @@ class MemoryApi:
         read = await self.read("GET", f"/records/{quote(wanted, safe='')}", params={"include": "all"})
         if read.status != 200:
             raise OutcomeUnknown
-        return Answer(201 if method == "POST" else 200, read.body)
+        # The record alone, as the write answers it: a get adds where a reader can go (§6.1).
+        body = ({k: v for k, v in read.body.items() if k not in ("parent", "children")}
+                if isinstance(read.body, Mapping) else read.body)
+        return Answer(201 if method == "POST" else 200, body)
 
     async def _call(
         self,

@@ -72,7 +72,8 @@ def prime_text(container: Container, caller: Caller, budget: int | None = None) 
         answer = container.prime.prime(caller, harness, budget)
     except DomainError as error:
         raise PrimeRefused(error.code, error.message) from None
-    out = presenters.prime(answer, TOKENIZER_NAME).model_dump(mode="json")
+    told = container.harnesses.session_notices(caller, harness)
+    out = presenters.prime(answer, TOKENIZER_NAME, told).model_dump(mode="json")
     return PrimeText(harness, json.dumps(out, ensure_ascii=False, separators=(",", ":")))
 
 

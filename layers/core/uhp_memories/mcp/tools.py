@@ -26,7 +26,7 @@ nonce per answer, beside who wrote it. A write answers a caller without read onl
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from uhp_memories.api import inputs, schemas
 from uhp_memories.api.errors import describe_validation_errors
-from uhp_memories.bootstrap import Container
+from uhp_memories.bootstrap import Container, free_query_guide
 from uhp_memories.domain.agents.model import Attachment
 from uhp_memories.domain.errors import (
     DomainError,
@@ -46,7 +46,7 @@ from uhp_memories.domain.fence import Fence
 from uhp_memories.domain.memories.model import MemorySummary, MemoryView
 from uhp_memories.domain.model import Caller
 from uhp_memories.domain.queries.model import NAME as QUERY_NAME
-from uhp_memories.domain.queries.model import NamedQuery, QueryNotFound
+from uhp_memories.domain.queries.model import NamedQuery, QueryNotFound, is_type
 from uhp_memories.domain.recall.model import RecallAnswer, SearchUnavailable
 from uhp_memories.domain.records.model import CORE_TYPES, RecordView
 
@@ -173,13 +173,19 @@ def _memory(view: MemoryView, attachment: Attachment | None = None) -> dict[str,
     return out
 
 
+def _where_to_go(parent: MemorySummary | None, children: list[MemorySummary]) -> dict[str, Any]:
+    """Where a reader can go from the memory an answer read (§6.1): `parent` left out where there is none
+    the caller may read, as REST leaves it out."""
+    out: dict[str, Any] = {} if parent is None else {"parent": _summary(parent)}
+    out["children"] = [_summary(c) for c in children]
+    return out
+
+
 def _recall(answer: RecallAnswer) -> dict[str, Any]:
     out: dict[str, Any] = {
         "results": [{**_record(r.record), "score": r.score, "why": list(r.why)} for r in answer.results],
+        **_where_to_go(answer.parent, answer.children),
     }
-    if answer.parent is not None:
-        out["parent"] = _summary(answer.parent)
-    out["children"] = [_summary(c) for c in answer.children]
     out["degraded"] = answer.degraded
     out["abstain"] = answer.abstain
     return out
@@ -290,6 +296,12 @@ class OperateArgs(schemas.Strict):
 
 class FreeQueryArgs(schemas.FreeQueryIn):
     memory_id: str = Field(description=MEMORY_ID)
+    language: str = Field(description="The statement's language, one this tool's description names.")
+    statement: Any = Field(description="The statement, in that language, over the fields the description names.")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Values for {{name}} placeholders in the statement's strings."
+    )
+    limit: int = Field(10, description="1 to 100, default 10.")
 
 
 def _args[M: BaseModel](model: type[M], arguments: dict[str, Any]) -> M:
@@ -335,17 +347,26 @@ def _compact(value: Any, defs: dict[str, Any]) -> Any:
 # -- the tools ----------------------------------------------------------------------------------------
 
 
+def _session_notices(c: Container, caller: Caller) -> dict[str, Any]:
+    """`notices` for the session's memory (`x-uhp-memory`), as attaching answers them (§9.1): told where the
+    session starts, when a provider outside this server keeps it; nothing otherwise."""
+    told = c.harnesses.session_notices(caller, caller.harness_id)
+    return {"notices": [{"code": n.code, "message": n.message, "memory_id": n.memory_id, "provider": n.provider}
+                        for n in told]} if told else {}
+
+
 def memory_list(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
     args = _args(ListArgs, a)
     if args.memory_id is None:
         attached = starting(c, caller)
+        told = _session_notices(c, caller)
         if caller.harness_id is not None:
-            return {"memories": [_memory(c.memories.get(caller, e.memory_id), e) for e in attached]}
+            return {"memories": [_memory(c.memories.get(caller, e.memory_id), e) for e in attached], **told}
         # Any other key: the session's memory (first page only), then its entry points.
         first = [] if args.cursor is not None else [_memory(c.memories.get(caller, e.memory_id), e) for e in attached]
         page = c.memories.list(caller, cursor=args.cursor)
         rest = [_memory(v) for v in page.items if all(v.memory.id != e.memory_id for e in attached)]
-        return {"memories": [*first, *rest], "next_cursor": page.next_cursor}
+        return {"memories": [*first, *rest], "next_cursor": page.next_cursor, **told}
     here = c.memories.get(caller, args.memory_id)
     children = c.memories.list(caller, parent=args.memory_id, cursor=args.cursor)
     parent = None
@@ -370,7 +391,8 @@ def memory_recall(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, 
 
 def memory_get(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
     args = _args(GetArgs, a)
-    return {"record": _record(c.records.get(caller, args.memory_id, args.record_id, args.as_of, "active"))}
+    read = c.records.get(caller, args.memory_id, args.record_id, args.as_of, "active")
+    return {"record": _record(read), **_where_to_go(read.parent, read.children)}
 
 
 def memory_remember(c: Container, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
@@ -454,7 +476,7 @@ TOOLS: tuple[Tool, ...] = (
     ),
     Tool(
         "memory_get",
-        f"Read one record by id. {DATA_NOTE}",
+        f"Read one record by id; answers it with its memory's parent and children. {DATA_NOTE}",
         _schema(GetArgs),
         False,
         memory_get,
@@ -496,7 +518,7 @@ TOOLS: tuple[Tool, ...] = (
     ),
     Tool(
         "memory_query",
-        "Run a query statement in one of the memory's query languages, within that memory.",
+        "Run a statement in a query language, within one memory; answers records as memory_recall does.",
         _schema(FreeQueryArgs),
         False,
         memory_query,
@@ -530,12 +552,28 @@ def named_queries(c: Container, caller: Caller) -> dict[str, list[NamedQuery]]:
     return found
 
 
+def _typed(spec: dict[str, Any]) -> dict[str, Any]:
+    """A parameter's allowed values and default, carried into its tool's input schema where they are
+    values of its declared type (what a model calling the tool must send exactly, and what it may leave
+    out); the server checks them again when the query runs."""
+    kind = spec["type"]
+    carried: dict[str, Any] = {}
+    enum = spec.get("enum")
+    if isinstance(enum, list) and enum and all(is_type(v, kind) for v in enum):
+        carried["enum"] = enum
+    if "default" in spec and is_type(spec["default"], kind):
+        carried["default"] = spec["default"]
+    return carried
+
+
 def _param_note(spec: dict[str, Any]) -> str:
-    """What a principal wrote about one parameter (its description, its allowed values, its default)."""
+    """What a principal wrote about one parameter: its description, and its allowed values or default where
+    the input schema does not carry them (`_typed`: not of its declared type)."""
+    carried = _typed(spec)
     parts = [str(spec.get("description") or "")]
-    if "enum" in spec:
+    if "enum" in spec and "enum" not in carried:
         parts.append(f"one of {_json_text(spec['enum'])}")
-    if "default" in spec:
+    if "default" in spec and "default" not in carried:
         parts.append(f"default {_json_text(spec['default'])}")
     return "; ".join(p for p in parts if p)
 
@@ -549,15 +587,17 @@ def query_texts(queries: list[NamedQuery]) -> list[str]:
 def query_tool(name: str, queries: list[NamedQuery], fence: Fence) -> Tool:
     """One named query as a tool: its params are the input schema; memory_id picks among the starting
     memories that list it (optional when only one does). What its definer wrote (its description, each
-    parameter's description, allowed values and default) is data, fenced, with who wrote it: a tool
-    description is read by the model as guidance, so it may never carry another principal's instructions.
-    The server checks the values (allowed values and defaults included) when the query runs."""
+    parameter's description) is data, fenced, with who wrote it: a tool description is read by the model
+    as guidance, so it may never carry another principal's instructions. A parameter's allowed values and
+    default are values, carried as the schema's `enum` and `default` where they are of its type (`_typed`),
+    fenced in its description otherwise. The server checks the values when the query runs."""
     first = queries[0]
     memory_ids = [q.memory_id for q in queries]
     properties: dict[str, Any] = {"memory_id": {"type": "string", "enum": memory_ids, "description": MEMORY_ID}}
     for param, spec in first.params.get("properties", {}).items():
         note = _param_note(spec)
-        properties[param] = {"type": spec["type"], **({"description": fence.wrap(note)} if note else {})}
+        described = {"description": fence.wrap(note)} if note else {}
+        properties[param] = {"type": spec["type"], **_typed(spec), **described}
     schema = {
         "type": "object",
         "properties": properties,
@@ -591,6 +631,8 @@ def offered(c: Container, caller: Caller) -> list[Tool]:
     free = bool(c.queries.free_languages_configured())
     tools = [t for t in TOOLS if (writes or not t.writes) and (free or not t.free_query)]
     tools = [_with_operations(c, caller, t) if t.name == "memory_operate" else t for t in tools]
+    if free:
+        tools = [_with_languages(t, c.queries.free_languages_configured()) if t.free_query else t for t in tools]
     queries = sorted(named_queries(c, caller).items())
     if queries:
         fence = Fence(text for _, qs in queries for text in query_texts(qs))
@@ -601,6 +643,17 @@ def offered(c: Container, caller: Caller) -> list[Tool]:
 def _with_operations(c: Container, caller: Caller, tool: Tool) -> Tool:
     described = operations_described(c, caller)
     return replace(tool, description=f"{tool.description} Operations by type: {described}.") if described else tool
+
+
+def _with_languages(tool: Tool, languages: Sequence[str]) -> Tool:
+    """memory_query as offered (§6.5): its description names each language and the schema a statement
+    queries (bootstrap.free_query_guide), and `language` takes those alone."""
+    guides = " ".join(free_query_guide(language) for language in languages)
+    properties = dict(tool.input_schema["properties"])
+    properties["language"] = {**properties["language"], "enum": list(languages)}
+    return replace(
+        tool, description=f"{tool.description} {guides}", input_schema={**tool.input_schema, "properties": properties}
+    )
 
 
 def find(c: Container, caller: Caller, name: str) -> Tool:

@@ -325,6 +325,31 @@ CLAUSES = {
 }
 
 
+# What each queryable field holds, for the guide an agent is given (FIELDS names them all).
+FIELD_MEANINGS = {
+    "text": "the record's searchable text (English analyzer)",
+    "type": "its record type (keyword)",
+    "record_id": "its version's id (keyword)",
+    "chain_id": "the id its versions share (keyword)",
+    "valid_from": "when it became true in the world (date)",
+    "valid_to": "when it stopped being true (date)",
+    "written_at": "when it was written (date)",
+}
+
+
+def guide() -> str:
+    """The language and the schema a statement queries (§6.5: the memory_query tool's description names
+    both), from the allowlist this module checks, so the two cannot disagree."""
+    fields = "; ".join(f"{name}: {FIELD_MEANINGS[name]}" for name in sorted(FIELDS))
+    return (
+        f"Language {LANGUAGE}: one OpenSearch query clause as a JSON object, run over the memory's current "
+        f"records. Clauses: {', '.join(CLAUSES)}. Fields: {fields}. range on {', '.join(sorted(TIME_FIELDS))} "
+        f"only (RFC 3339 bounds); prefix on {' or '.join(sorted(PREFIX_FIELDS))}, at least {PREFIX_MIN_CHARS} "
+        "characters; no fuzziness, scripts or lookups. "
+        'E.g. {"bool": {"must": [{"match": {"text": "renewal"}}], "filter": [{"term": {"type": "fact"}}]}}.'
+    )
+
+
 class FreeQueries:
     """Runs confined statements against the recall index (the same connections and index name), one
     attempt each, reporting every bound that bit."""

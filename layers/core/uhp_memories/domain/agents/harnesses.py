@@ -48,6 +48,7 @@ from uhp_memories.domain.errors import (
     MemoryNotFound,
     TreeChanged,
 )
+from uhp_memories.domain.memories.model import Memory
 from uhp_memories.domain.model import Caller
 from uhp_memories.domain.ports import Ports
 from uhp_memories.domain.types.model import TENANT_ADMIN_GROUP
@@ -174,20 +175,30 @@ class HarnessService:
         turn of the harness will be sent to it (§9.1), and the person attaching is told so."""
         attached = self.attach(caller, harness_id, entries)
         access = self._ports.access(caller)
-        notices = []
-        for entry in entries:
-            memory = access.memory(entry.memory_id)
-            if memory is not None and self._providers.is_outside(memory.provider):
-                notices.append(
-                    Notice(
-                        OUTSIDE_PROVIDER,
-                        f"memory {memory.id} lives in provider {memory.provider!r}, outside this server: every "
-                        f"turn of harness {harness_id} will be sent to it",
-                        memory.id,
-                        memory.provider,
-                    )
-                )
-        return Attached(attached, notices)
+        notices = [self._outside(access.memory(entry.memory_id), harness_id) for entry in entries]
+        return Attached(attached, [n for n in notices if n is not None])
+
+    def session_notices(self, caller: Caller, harness_id: str | None) -> list[Notice]:
+        """What the one who names a session's memory (§9 `metadata.memory`: prime's and a turn's `memory`,
+        MCP's `x-uhp-memory`) is told, as the person attaching a memory is (§9.1): that it lives in a
+        provider outside this server, so what the session sends it leaves the server."""
+        if caller.session_memory is None:
+            return []
+        notice = self._outside(self._ports.access(caller).memory(caller.session_memory), harness_id)
+        return [] if notice is None else [notice]
+
+    def _outside(self, memory: Memory | None, harness_id: str | None) -> Notice | None:
+        """The notice for a memory whose provider is outside the server (None for one inside): every turn
+        of the harness goes to it, and everything a session without a harness writes there."""
+        if memory is None or not self._providers.is_outside(memory.provider):
+            return None
+        sent = f"every turn of harness {harness_id}" if harness_id else "everything this session writes there"
+        return Notice(
+            OUTSIDE_PROVIDER,
+            f"memory {memory.id} lives in provider {memory.provider!r}, outside this server: {sent} will be sent to it",
+            memory.id,
+            memory.provider,
+        )
 
     def attach(self, caller: Caller, harness_id: str, entries: Sequence[Attachment]) -> list[Attachment]:
         """Replace the whole list with `entries` (the harness or an owner; a list nobody has written yet,

@@ -8,6 +8,7 @@ from typing import Any
 
 from uhp_memories.domain import cursors
 from uhp_memories.domain.access.model import AccessView, Grant, ordered
+from uhp_memories.domain.agents.model import require_person
 from uhp_memories.domain.errors import MemoryInvalid, MemoryNotFound, TreeChanged
 from uhp_memories.domain.files.model import held_file, memory_prefix
 from uhp_memories.domain.files.ports import FileRepository, ObjectStore
@@ -223,7 +224,8 @@ class MemoryService:
         """Rename, describe, restrict, or move (`parent_id` present in `changes`, null for a root).
 
         Renaming needs write; changing `restricted` or moving changes who can reach the memory, so it
-        needs delete, and a move also needs create on the new parent."""
+        needs delete, and a move also needs create on the new parent. Those two are a person's acts
+        (`require_person`): an agent chooses its path, never its reach (§13)."""
         access = self._ports.access(caller)
         memory = access.visible(memory_id)
         for field in ("name", "description", "restricted"):
@@ -235,11 +237,13 @@ class MemoryService:
             access.require(memory_id, "write")
         if "restricted" in changes and changes["restricted"] != memory.restricted:
             access.require(memory_id, "delete")
+            require_person(caller, "changing a memory's restricted")
         parent_chain: builtins.list[Memory] = []
         below: builtins.list[Memory] = []
         moving = "parent_id" in changes and changes["parent_id"] != memory.parent_id
         if moving:
             parent_chain, below = self._moves.plan(caller, access, memory_id, changes["parent_id"])
+            require_person(caller, "moving a memory")
         updated = memory.evolve(
             name=changes.get("name", memory.name),
             description=changes.get("description", memory.description),
@@ -273,10 +277,12 @@ class MemoryService:
         self.purge_hidden(caller.tenant, memory_id)
 
     def hide(self, caller: Caller, memory_id: str) -> builtins.list[str]:
-        """Check the caller may delete, then hide the memory and every descendant at once: from here
-        on every read and write treats them as gone. Returns the hidden ids, root first."""
+        """Check the caller may delete (a person's act: it removes every record below, as erase does),
+        then hide the memory and every descendant at once: from here on every read and write treats
+        them as gone. Returns the hidden ids, root first."""
         access = self._ports.access(caller)
         access.require(memory_id, "delete")
+        require_person(caller, "deleting a memory")
         subtree = tree.subtree(self._ports, caller.tenant, memory_id)
         # memory_busy when a run holds one of them: decided by the write, so a run that starts
         # between the walk above and the write is no gap (MemoryRepository.mark_deleting).

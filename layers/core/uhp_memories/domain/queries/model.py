@@ -150,7 +150,7 @@ def _check_params(schema: dict[str, Any], given: Any) -> dict[str, Any]:
                 values[name] = spec["default"]
             continue
         value = given[name]
-        if not _is_type(value, spec["type"]):
+        if not is_type(value, spec["type"]):
             raise MemoryInvalid(f"params do not match: '{name}' must be a {spec['type']}")
         if "enum" in spec and value not in spec["enum"]:
             raise MemoryInvalid(f"params do not match: '{name}' must be one of {spec['enum']}")
@@ -160,7 +160,8 @@ def _check_params(schema: dict[str, Any], given: Any) -> dict[str, Any]:
     return values
 
 
-def _is_type(value: Any, kind: str) -> bool:
+def is_type(value: Any, kind: str) -> bool:
+    """Whether a JSON value is of a param's type (PARAM_TYPES); a boolean is no number."""
     if kind == "boolean":
         return isinstance(value, bool)
     if isinstance(value, bool):

@@ -312,6 +312,14 @@ class RecallInput:
             return replace(self, text=self.query)
         return self
 
+    def named(self, why: Sequence[str]) -> tuple[str, ...]:
+        """`why` in the request's own signals (§6.3: it names the signals that produced a result): the
+        words searched to serve a query given without `text` are part of `query`, so a result they found
+        says `query`, never a `text` the request did not send."""
+        if self.text is not None:
+            return tuple(why)
+        return tuple(dict.fromkeys("query" if signal == "text" else signal for signal in why))
+
 
 def _given(words: str | None) -> bool:
     return words is not None and bool(words.strip())

@@ -1,9 +1,10 @@
 """Recall (§6): read one memory by meaning, words and fields, fused into one ranking; say why each
 result came, what was asked and not done (`degraded`), and when nothing answers (`abstain`).
 
-A `query` alone is searched by its meaning and by its words (`why` says `text` for a result its
-words found); scores are on one scale across requests, the first result's being the answer's
-confidence, and `abstain` is true exactly when that is below 0.5 (AbstainPolicy, Calibration).
+A `query` alone is searched by its meaning and by its words (a result its words found says `query` in
+`why`, which names the request's signals: RecallInput.named); scores are on one scale across
+requests, the first result's being the answer's confidence, and `abstain` is true exactly when that
+is below 0.5 (AbstainPolicy, Calibration).
 
 Recall reads the one memory in the path; `depth` adds descendants the caller may read, level by
 level, capped at MAX_DEPTH (the cap is reported, never applied in silence). The index is derived
@@ -165,7 +166,7 @@ class RecallService:
                 include=request.include, as_of=instant, also=also,
             ),
         )
-        ranked = [(record, hit.score, tuple(hit.why)) for record, hit in best]
+        ranked = [(record, hit.score, request.named(hit.why)) for record, hit in best]
         return self._answer(access, ranked, judged, parent, children, degraded)
 
     def _reach(
@@ -294,7 +295,8 @@ class RecallService:
             hits, index.model_id if index is not None else None,
         )
         parent, children = self._memories.neighbours(access, memory)
-        return self._answer(access, [(v, score, why) for v, score, why in found], judged, parent, children, degraded)
+        ranked = [(v, score, request.named(why)) for v, score, why in found]
+        return self._answer(access, ranked, judged, parent, children, degraded)
 
     def _memories_to_search(
         self, access: AccessView, memory: Memory, depth: int, children: Sequence[Memory]

@@ -99,6 +99,15 @@ class RecordView:
     withheld: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True)
+class RecordRead(RecordView):
+    """A version as get answers it (§6.1): with where a reader can go from its memory, the parent and
+    the readable children, as list and recall name them (the one rule: MemoryNeighbours)."""
+
+    parent: MemorySummary | None = None
+    children: list[MemorySummary] = field(default_factory=list)
+
+
 # What a version holds beyond the server's stamps (ids, version, status, write times): a caller with
 # write and without read sees of these only what it sent itself, so it can change a record without
 # reading it through the answer.

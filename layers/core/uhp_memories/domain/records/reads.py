@@ -27,6 +27,7 @@ from uhp_memories.domain.records.model import (
     ID_PATTERN,
     INCLUDE_VALUES,
     RecordPage,
+    RecordRead,
     RecordVersion,
     RecordView,
 )
@@ -51,12 +52,15 @@ class RecordReads:
 
     def get(
         self, caller: Caller, memory_id: str, record_id: str, as_of: str | None = None, include: str = "active"
-    ) -> RecordView:
-        """The version this id names, with its status. Naming one version's id asks for that
-        version, so a superseded version of a live record answers as such, and every id a history
-        names stays readable. A forgotten record leaves this read as it leaves list and recall
-        (§5.2: "it leaves every read that does not ask for history"): a version of a chain whose
-        current version is forgotten is not found unless `include=all` asks for history.
+    ) -> RecordRead:
+        """The version this id names, with its status, and where the reader can go from its memory
+        (§6.1: its parent and its direct children that the caller may read, as list names them).
+
+        Naming one version's id asks for that version, so a superseded version of a live record
+        answers as such, and every id a history names stays readable. A forgotten record leaves this
+        read as it leaves list and recall (§5.2: "it leaves every read that does not ask for
+        history"): a version of a chain whose current version is forgotten is not found unless
+        `include=all` asks for history.
 
         With as_of, the memory as it stood then: the version with its status at that instant, or
         not found if it was written later (or forgotten by then, unless include=all). Never another
@@ -76,7 +80,9 @@ class RecordReads:
                 raise RecordNotFound(record_id)
         elif include == "active" and self._chain_forgotten(caller, record):
             raise RecordNotFound(record_id)
-        return self.view(access, record)
+        view = self.view(access, record)
+        parent, children = self._memories.neighbours(access, memory)
+        return RecordRead(view.record, view.references, view.withheld, parent, children)
 
     def _chain_forgotten(self, caller: Caller, record: RecordVersion) -> bool:
         if record.is_current:  # every version another provider answers is its record's current one

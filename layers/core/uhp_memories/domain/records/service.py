@@ -17,6 +17,7 @@ from uhp_memories.domain.records.model import (
     NO_TERMS,
     RecordInput,
     RecordPage,
+    RecordRead,
     RecordVersion,
     RecordView,
     Snapshot,
@@ -74,8 +75,9 @@ class RecordService:
 
     def get(
         self, caller: Caller, memory_id: str, record_id: str, as_of: str | None = None, include: str = "active"
-    ) -> RecordView:
-        """The version a record id names, as the caller sees it (§4)."""
+    ) -> RecordRead:
+        """The version a record id names, as the caller sees it (§4), with its memory's parent and children
+        (§6.1)."""
         return self.reads.get(caller, memory_id, record_id, as_of, include)
 
     def list(
