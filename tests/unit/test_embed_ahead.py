@@ -95,32 +95,40 @@ def test_a_refused_write_indexes_nothing(world: World, engine: RecallEngine) -> 
 def test_a_write_is_embedded_while_its_access_is_read(
     world: World, engine: RecallEngine, monkeypatch: pytest.MonkeyPatch, write: str
 ) -> None:
-    """The text is embedded beside the access read, not after it: the read waits here until the
-    embedding has started, and the write still lands, indexed with that embedding."""
-    embedding = threading.Event()
+    """The text is embedded beside the access read, neither before nor after it: the embedding and the
+    access read each wait until the other is under way too, which only two pieces of work in progress
+    at once can do (one after the other, in either order, the wait times out and the write fails);
+    the write still lands, indexed with that embedding."""
+    both_under_way = threading.Barrier(2, timeout=5)
+    met: set[str] = set()
 
-    class Signalling(CountingEmbedder):
+    def under_way(side: str) -> None:
+        if side not in met:  # the first call of each side meets the other
+            met.add(side)
+            both_under_way.wait()
+
+    class MeetingTheAccessRead(CountingEmbedder):
         def embed(self, texts: Sequence[str]) -> list[list[float]]:
-            embedding.set()
+            under_way("embedding")
             return super().embed(texts)
 
-    signalling = RecallEngine(engine.index, Signalling())
-    records = RecordService(world.ports, world.memories, None, lambda: signalling)
+    meeting = RecallEngine(engine.index, MeetingTheAccessRead())
+    records = RecordService(world.ports, world.memories, None, lambda: meeting)
     memory = world.memories.create(ALICE, name="m").memory
     read_access = world.ports.memories.get_many_with_grants
 
-    def access_once_embedding(tenant: str, memory_ids: Any, width: int) -> Any:
-        assert embedding.wait(timeout=10), "the text was embedded only after the access read"
+    def access_while_embedding(tenant: str, memory_ids: Any, width: int) -> Any:
+        under_way("access")
         return read_access(tenant, memory_ids, width)
 
-    monkeypatch.setattr(world.ports.memories, "get_many_with_grants", access_once_embedding)
+    monkeypatch.setattr(world.ports.memories, "get_many_with_grants", access_while_embedding)
     text = "the launch moved to Friday"
     if write == "remember":
         written = records.remember(ALICE, memory.id, RecordInput("fact", text, {})).record
     else:
         written = records.observe(ALICE, memory.id, [RecordInput("episode", text, {})])[0].record
-    assert counted(signalling).texts == [text]  # once, ahead
-    hits = signalling.search(ALICE.tenant, memory.id, query=text, limit=1)
+    assert counted(meeting).texts == [text]  # once, ahead
+    hits = meeting.search(ALICE.tenant, memory.id, query=text, limit=1)
     assert [h.record_id for h in hits] == [written.id]
 
 

@@ -99,9 +99,52 @@ def test_each_patch_is_written_for_the_pinned_and_installed_library_version(modu
 
     assert pinned_versions()[written_for.distribution] == written_for.version
     assert patches.installed_version(written_for.distribution) == written_for.version
-    assert module.PATCH.written_for is written_for
-    assert callable(module.install)
-    assert callable(module.uninstall)
+
+
+@pytest.mark.slow
+def test_each_patch_modules_own_install_refuses_another_version_and_its_uninstall_undoes_it() -> None:
+    """Through each module's install() and uninstall(), what LocalAws calls (a journal patch's and the
+    step runner's take a listener). In a process of its own: in this one a local stage of another
+    suite may hold the patches installed, and an install then only counts one more user."""
+    names = [module.__name__ for module in PATCH_MODULES + JOURNAL_PATCH_MODULES]
+    probe = textwrap.dedent(
+        f"""
+        import importlib, inspect, json
+        from uhp_memories.local import patches
+
+        real_version = patches.installed_version
+        report = {{}}
+        for name in {names!r}:
+            module = importlib.import_module(name)
+            listener = [object()] * len(inspect.signature(module.install).parameters)
+            patches.installed_version = lambda distribution: "0.0.1"
+            try:
+                module.install(*listener)
+                refused = None
+            except patches.PatchVersionMismatch as error:
+                refused = str(error)
+            patches.installed_version = real_version
+            installed_after_refusal = module.PATCH.installed
+            module.install(*listener)
+            installed = module.PATCH.installed
+            module.uninstall(*listener)
+            report[name] = [refused, installed_after_refusal, installed, module.PATCH.installed]
+        print(json.dumps(report))
+        """
+    )
+    answer = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert answer.returncode == 0, answer.stderr
+    report = json.loads(answer.stdout.strip().splitlines()[-1])
+
+    pins = pinned_versions()
+    assert set(report) == set(names)
+    for module in PATCH_MODULES + JOURNAL_PATCH_MODULES:
+        refused, installed_after_refusal, installed, installed_after_uninstall = report[module.__name__]
+        distribution = module.WRITTEN_FOR.distribution
+        assert refused is not None, f"{module.__name__}.install() did not check its library's version"
+        assert f"{module.__name__} was written for {distribution}=={pins[distribution]}" in refused
+        assert "0.0.1" in refused
+        assert (installed_after_refusal, installed, installed_after_uninstall) == (False, True, False)
 
 
 @pytest.mark.parametrize("module", PATCH_MODULES + JOURNAL_PATCH_MODULES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])

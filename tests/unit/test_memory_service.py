@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 
 from tests.unit.conftest import World, caller
@@ -428,30 +426,36 @@ def test_neighbours_name_the_visible_parent_and_children(world: World) -> None:
     assert children == []
 
 
-def test_an_update_that_cuts_the_callers_own_inherited_reach_still_takes_effect(world: World) -> None:
+def test_an_update_that_cuts_the_callers_own_inherited_reach_takes_effect_and_names_the_memory(world: World) -> None:
     tree = make_tree(world)
     world.grants.create(ALICE, tree["sales"], "user:bob", ["delete"])
-    with contextlib.suppress(MemoryNotFound):
-        world.memories.update(BOB, tree["acme"], {"parent_id": None})
+    # Bob's delete comes from sales: moved to the root, acme inherits nothing from it any more. The
+    # answer still names the memory as written (Bob was just told it exists), holding no privilege.
+    moved = world.memories.update(BOB, tree["acme"], {"parent_id": None})
+    assert (moved.memory.id, moved.memory.parent_id, moved.parent_id) == (tree["acme"], None, None)
+    assert moved.privileges == []
     assert world.memories.get(ALICE, tree["acme"]).memory.parent_id is None
-    with contextlib.suppress(MemoryNotFound):
-        world.memories.update(BOB, tree["globex"], {"restricted": True})
+    with pytest.raises(MemoryNotFound):
+        world.memories.get(BOB, tree["acme"])
+    # A restricted node inherits nothing from above it: the same cut, by the other field.
+    restricted = world.memories.update(BOB, tree["globex"], {"restricted": True})
+    assert (restricted.memory.id, restricted.memory.restricted) == (tree["globex"], True)
+    assert restricted.privileges == []
     assert world.memories.get(ALICE, tree["globex"]).memory.restricted is True
+    with pytest.raises(MemoryNotFound):
+        world.memories.get(BOB, tree["globex"])
 
 
-def test_an_update_that_takes_effect_is_not_answered_as_not_found(world: World) -> None:
-    tree = make_tree(world)
-    world.grants.create(ALICE, tree["sales"], "user:bob", ["delete"])
-    world.memories.update(BOB, tree["acme"], {"parent_id": None})
-
-
-def test_a_reader_cannot_change_a_memory_even_by_a_no_op_update(world: World) -> None:
+def test_a_no_op_update_by_a_reader_is_answered_and_writes_nothing(world: World) -> None:
+    """Fields a reader could not change, sent with the values they already hold, change nothing: the
+    update needs no privilege beyond seeing the memory and writes nothing (updated_at stays)."""
     root = world.memories.create(ALICE, name="Sales").memory
     world.grants.create(ALICE, root.id, "user:bob", ["read"])
     world.clock.advance(5000)
-    with contextlib.suppress(MemoryForbidden):
-        world.memories.update(BOB, root.id, {"restricted": False, "parent_id": None})
-    assert world.memories.get(ALICE, root.id).memory.updated_at == root.updated_at
+    answer = world.memories.update(BOB, root.id, {"restricted": False, "parent_id": None})
+    assert answer.privileges == ["read"]
+    assert answer.memory.updated_at == root.updated_at
+    assert world.memories.get(ALICE, root.id).memory == root
 
 
 def test_an_update_is_answered_with_the_callers_own_grants_on_the_memory_and_those_it_inherits(world: World) -> None:

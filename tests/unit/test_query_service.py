@@ -253,12 +253,6 @@ def test_run_recalls_the_memory_in_the_path_as_the_caller_with_the_params_filled
     ))]
 
 
-def test_run_answers_what_recall_answers(setup: Setup) -> None:
-    setup.service.define(ALICE, setup.memory_id, "open_deals_for", OPEN_DEALS)
-    answer = setup.service.run(READER, setup.memory_id, "open_deals_for", {"account": "acme"})
-    assert answer == RecallAnswer(results=[], parent=None, children=[])
-
-
 def test_a_placeholder_standing_alone_keeps_the_params_type_and_inside_text_becomes_text(setup: Setup) -> None:
     setup.service.define(ALICE, setup.memory_id, "at_least", {
         "params": {"type": "object", "properties": {

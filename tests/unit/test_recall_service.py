@@ -262,25 +262,33 @@ def test_parent_and_children_are_named_where_the_caller_may_read(rig: Rig) -> No
 def test_at_depth_zero_the_children_are_read_while_the_search_runs(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where a reader can go from here is read beside the search, not before it: the children's read
-    waits here until the search has started, and the recall still answers, with them."""
+    """Where a reader can go from here is read beside the search, neither before nor after it: the
+    children's read and the search each wait until the other is under way too, which only two pieces
+    of work in progress at once can do (read one after the other, in either order, the wait times out
+    and the recall fails)."""
     team = rig.memory("Team")
     notes = rig.memory("Notes", team)
     rig.remember(team, "the launch is on Friday")
-    searching = threading.Event()
+    both_under_way = threading.Barrier(2, timeout=5)
+    met: set[str] = set()
     children_read = rig.world.ports.memories.children
     search = rig.engine.search
 
-    def children_once_searching(tenant: str, parent_id: str) -> list[Memory]:
-        assert searching.wait(timeout=10), "the children were read before the search started"
+    def under_way(side: str) -> None:
+        if side not in met:  # the first call of each side meets the other (a child's count reads again)
+            met.add(side)
+            both_under_way.wait()
+
+    def children_while_searching(tenant: str, parent_id: str) -> list[Memory]:
+        under_way("children")
         return children_read(tenant, parent_id)
 
-    def search_then_let_the_children_be_read(*args: Any, **kwargs: Any) -> Any:
-        searching.set()
+    def search_while_the_children_are_read(*args: Any, **kwargs: Any) -> Any:
+        under_way("search")
         return search(*args, **kwargs)
 
-    monkeypatch.setattr(rig.world.ports.memories, "children", children_once_searching)
-    monkeypatch.setattr(rig.engine, "search", search_then_let_the_children_be_read)
+    monkeypatch.setattr(rig.world.ports.memories, "children", children_while_searching)
+    monkeypatch.setattr(rig.engine, "search", search_while_the_children_are_read)
     answer = rig.recall(ALICE, team.id, text="launch")
     assert contents(answer) == ["the launch is on Friday"]
     assert [c.id for c in answer.children] == [notes.id]
@@ -532,13 +540,16 @@ def test_a_query_alone_is_searched_by_its_words_unless_the_caller_says_otherwise
     ]
 
 
-def test_why_says_text_for_a_result_a_query_alone_found_by_its_words(rig: Rig) -> None:
+def test_why_names_the_query_for_a_result_a_query_alone_found_by_its_words(rig: Rig) -> None:
+    """`why` names the request's signals (§6.3): the words searched to serve a query are the query's."""
     sales = rig.memory("Sales")
     rig.remember(sales, "Acme renews in March")
     words_too = rig.recall(ALICE, sales.id, query="Acme renewal")
     meaning_only = rig.recall(ALICE, sales.id, query="Acme renewal", query_words=False)
-    assert [r.why for r in words_too.results] == [("query", "text")]
+    words_given = rig.recall(ALICE, sales.id, query="Acme renewal", text="Acme")
+    assert [r.why for r in words_too.results] == [("query",)]
     assert [r.why for r in meaning_only.results] == [("query",)]
+    assert [r.why for r in words_given.results] == [("query", "text")]
 
 
 @pytest.mark.parametrize(
@@ -583,7 +594,7 @@ def test_a_query_the_embedder_cannot_embed_is_searched_by_its_words_and_degraded
     answer = rig.recall(ALICE, sales.id, query="Acme contract")
     assert QUERY_NOT_EMBEDDED in answer.degraded
     assert contents(answer) == ["Acme renews its contract in March"]
-    assert all("query" not in r.why for r in answer.results)
+    assert all(r.why == ("query",) for r in answer.results)  # the query's words served it (§6.3)
     assert answer.abstain is False  # judged as the text request it became: it matched
 
 
