@@ -107,6 +107,13 @@ class InMemoryMemoryRepository:
         found = [g for (t, _), g in self.grants.items() if t == tenant and g.memory_id == memory_id]
         return sorted(found, key=lambda g: (g.created_at, g.id))
 
+    def count_records(self, tenant: str, memory_id: str, *, added: int = 0, exactly: int | None = None) -> None:
+        with self.lock:
+            memory = self.memories.get((tenant, memory_id))
+            if memory is not None and not memory.deleting:
+                count = exactly if exactly is not None else memory.record_count + added
+                self.memories[(tenant, memory_id)] = memory.evolve(record_count=count)
+
     def put_grant(self, grant: Grant) -> None:
         with self.lock:
             if not self._live(grant.tenant, grant.memory_id):

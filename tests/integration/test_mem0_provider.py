@@ -8,6 +8,7 @@ The session's local stage is connected to mem0 (tests/conftest.py `mem0="oss"`).
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -34,7 +35,7 @@ def test_the_capability_document_lists_mem0_beside_native_honestly(alice: Client
     assert mem0["recall"]["signals"] == ["query", "filters"]  # no word index: text is degraded, never ignored
     assert mem0["recall"]["emulated"] == ["filters"]
     assert (mem0["revise"], mem0["forget"]) == ("native", "emulated")  # nothing emulated declared native
-    assert mem0["history"] == {"content": "versions", "structure": "none"}
+    assert mem0["history"] == {"content": "versions", "attributes": "versions", "structure": "none", "as_of": False}
     assert mem0["erase"]["unreachable"] == "reported"
     assert mem0["derivation"] == "none"  # infer=False without a model
     assert (mem0["types"], mem0["files"], mem0["consolidate"], mem0["queries"]["named"]) == (False, False, False, False)
@@ -172,9 +173,6 @@ def test_what_mem0_does_not_implement_is_memory_unsupported(
     answer = alice.request(method, f"/v1/memories/{memory}{suffix}", body)
     assert (answer.status_code, error_code(answer)) == (422, "memory_unsupported"), answer.text
     assert "mem0" in answer.json()["error"]["message"]
-    typed = alice.post(f"/v1/memories/{memory}/records",
-                       {"type": "x.task", "content": "", "attributes": {"title": "t"}})
-    assert (typed.status_code, error_code(typed)) == (422, "memory_unsupported")
     as_of = alice.get(f"/v1/memories/{memory}/records", as_of="2026-01-01T00:00:00Z")
     assert (as_of.status_code, error_code(as_of)) == (422, "memory_unsupported")
 
@@ -279,3 +277,150 @@ def test_deleting_a_mem0_memory_removes_its_records_from_mem0(alice: Client, loc
     assert deleted.status_code in (200, 202), deleted.text
     provider = local_aws.container.ports.providers.connected()[0]
     assert provider._client.get(mem0_id_of(record["id"])) is None  # mem0's own store, read directly
+
+
+# -- held to the contract (issue 36) -------------------------------------------------------------------
+
+
+def connected_mem0(local_aws: Any) -> Mem0Provider:
+    provider = local_aws.container.ports.providers.connected()[0]._provider()  # bootstrap.LazyProvider's
+    assert isinstance(provider, Mem0Provider)
+    return provider
+
+
+class Failing:
+    """mem0's client when its library or its host fails: every call raises."""
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            raise ConnectionError("mem0 is down")
+
+        return call
+
+
+class Silent:
+    """mem0's client when its host does not answer: every call outlasts the adapter's deadline."""
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            time.sleep(1.0)
+            raise ConnectionError("never answered")
+
+        return call
+
+
+@pytest.mark.parametrize("outage", [Failing, Silent], ids=["answers_an_error", "does_not_answer"])
+def test_a_mem0_outage_is_memory_unavailable_502_within_its_deadline(
+    alice: Client, local_aws: Any, monkeypatch: pytest.MonkeyPatch, outage: type
+) -> None:
+    """§12: the provider did not answer, or answered with an error: memory_unavailable (502), never a 500,
+    and never later than the adapter's deadline (it was a 500, and a call without a deadline: issue 36)."""
+    memory = mem0_memory(alice)["id"]
+    record = alice.remember(memory, "Kept before the outage.")
+    provider = connected_mem0(local_aws)
+    monkeypatch.setattr(provider._client, "inner", outage())
+    monkeypatch.setattr(provider._client, "_timeout", 0.3)
+    for method, path, body in [
+        ("POST", f"/v1/memories/{memory}/records", {"type": "fact", "content": "During the outage."}),
+        ("GET", f"/v1/memories/{memory}/records/{record['id']}", None),
+        ("GET", f"/v1/memories/{memory}/records", None),
+        ("POST", f"/v1/memories/{memory}/recall", {"query": "outage"}),
+    ]:
+        started = time.monotonic()
+        answer = alice.request(method, path, body)
+        assert (answer.status_code, error_code(answer)) == (502, "memory_unavailable"), answer.text
+        assert "mem0" in answer.json()["error"]["message"]
+        assert "mem0 is down" not in answer.text  # the library's own words stay in the log
+        assert time.monotonic() - started < 0.9  # the deadline, not mem0's silence, ends the wait
+
+
+def test_a_memory_whose_provider_is_not_connected_is_memory_unavailable_503(
+    alice: Client, local_aws: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§12: a provider the server is not connected to is memory_unavailable (503); it was 422 memory_unsupported,
+    which says the provider lacks the operation (issue 36)."""
+    memory = mem0_memory(alice)["id"]
+    monkeypatch.setattr(local_aws.container.ports.providers, "_others", {})
+    for answer in (alice.get(f"/v1/memories/{memory}/records"),
+                   alice.post(f"/v1/memories/{memory}/records", {"type": "fact", "content": "x"}),
+                   alice.post(f"/v1/memories/{memory}/recall", {"query": "x"})):
+        assert (answer.status_code, error_code(answer)) == (503, "memory_unavailable"), answer.text
+
+
+def test_an_extension_type_is_carried_unchanged_by_a_mem0_memory(alice: Client) -> None:
+    """§4.1: a server MUST carry a record of a type it does not understand unchanged. A mem0 memory refused
+    every x. type with memory_unsupported (issue 36); it keeps the type in mem0's metadata and answers it."""
+    memory = mem0_memory(alice)["id"]
+    written = alice.post(f"/v1/memories/{memory}/records",
+                         {"type": "x.acme.reminder", "content": "Call Acme back.", "attributes": {"due": "friday"}})
+    assert written.status_code == 201, written.text
+    task = written.json()
+    assert (task["type"], task["content"], task["attributes"]) == (
+        "x.acme.reminder", "Call Acme back.", {"due": "friday"})
+    registered = alice.post(f"/v1/memories/{memory}/records", {"type": "x.task", "content": "", "attributes": {}})
+    assert (registered.status_code, error_code(registered)) == (422, "memory_invalid")  # its schema still holds
+    alice.remember(memory, "An ordinary fact.")
+    got = alice.get(f"/v1/memories/{memory}/records/{task['id']}").json()
+    assert (got["type"], got["attributes"]) == ("x.acme.reminder", {"due": "friday"})
+    only_tasks = alice.get(f"/v1/memories/{memory}/records", types="x.acme.reminder").json()["data"]
+    assert [r["id"] for r in only_tasks] == [task["id"]]
+    revised = alice.patch(f"/v1/memories/{memory}/records/{task['id']}", {"attributes": {"due": "monday"}})
+    assert revised.status_code == 200, revised.text
+    assert (revised.json()["type"], revised.json()["attributes"]) == ("x.acme.reminder", {"due": "monday"})
+
+
+def test_a_mem0_memory_answers_its_real_records_count(alice: Client) -> None:
+    """§2 `records.count`: it was always 0 for a mem0 memory, its writes passing the server's counter (issue 36)."""
+    parent = alice.create_memory("Native parent")["id"]
+    memory = mem0_memory(alice, parent_id=parent)["id"]
+    kept = [alice.remember(memory, f"Fact number {n}.")["id"] for n in range(3)]
+    alice.delete(f"/v1/memories/{memory}/records/{kept[0]}")  # forgotten: no longer counted
+    assert alice.get(f"/v1/memories/{memory}").json()["records"] == {"count": 2}
+    [child] = alice.get("/v1/memories", parent=parent).json()["data"]
+    assert child["records"] == {"count": 2}
+    erased = alice.post(f"/v1/memories/{memory}/erase", {"record_ids": [kept[0], kept[1]]})  # one forgotten
+    assert erased.status_code in (200, 202), erased.text
+    observed = alice.post(f"/v1/memories/{memory}/observe", {"episodes": [{"content": "user: hello."}]})
+    assert observed.status_code == 200, observed.text
+    assert alice.get(f"/v1/memories/{memory}").json()["records"] == {"count": 2}
+    assert providers(alice)["mem0"]["records_count"] == "kept"
+
+
+def test_filters_over_mem0s_top_candidates_say_so_in_degraded_when_they_fall_short(alice: Client) -> None:
+    """§6.3: the adapter applies fields over mem0's best candidates only (4 per result asked, at most 400);
+    an answer that fell short with more left beyond them said nothing (issue 36)."""
+    memory = mem0_memory(alice)["id"]
+    for n in range(5):
+        alice.remember(memory, f"Renewal note {n} about the contract.", attributes={"account": "other"})
+    acme = {"field": "attributes.account", "op": "eq", "value": "acme"}
+    short = alice.post(f"/v1/memories/{memory}/recall", {"query": "contract renewal", "filters": acme, "limit": 1})
+    assert short.status_code == 200, short.text
+    assert (short.json()["results"], short.json()["degraded"]) == ([], ["filters:over_top_4"])
+    # Asked for 8 candidates, mem0 held 5 and answered them all: every match was looked at.
+    whole = alice.post(f"/v1/memories/{memory}/recall", {"query": "contract renewal", "filters": acme, "limit": 2})
+    assert (whole.json()["results"], whole.json()["degraded"]) == ([], [])
+    unfiltered = alice.post(f"/v1/memories/{memory}/recall", {"query": "contract renewal", "limit": 1})
+    assert (len(unfiltered.json()["results"]), unfiltered.json()["degraded"]) == (1, [])
+    declared = providers(alice)["mem0"]["recall"]["filters_over"]
+    assert (declared["candidates_per_result"], declared["candidates_max"]) == (4, 400)
+
+
+def test_mem0_history_shows_each_versions_own_attributes_and_as_of_is_refused_as_declared(alice: Client) -> None:
+    """§5.3: an old version showed the record's current attributes (issue 36); each keeps its own now. mem0
+    cannot read a memory as it stood: as_of is memory_unsupported, and the capability document says so."""
+    memory = mem0_memory(alice)["id"]
+    record = alice.remember(memory, "The proposal for Acme.", attributes={"stage": "draft"})
+    alice.patch(f"/v1/memories/{memory}/records/{record['id']}", {"attributes": {"stage": "final"}})
+    alice.patch(f"/v1/memories/{memory}/records/{record['id']}", {"content": "The signed proposal for Acme."})
+    history = alice.get(f"/v1/memories/{memory}/records/{record['id']}/history").json()["data"]
+    assert [(v["version"], v["content"], v["attributes"]) for v in history] == [
+        (1, "The proposal for Acme.", {"stage": "draft"}),
+        (2, "The proposal for Acme.", {"stage": "final"}),
+        (3, "The signed proposal for Acme.", {"stage": "final"}),
+    ]
+    declared = providers(alice)["mem0"]
+    assert declared["history"] == {"content": "versions", "attributes": "versions", "structure": "none",
+                                   "as_of": False}
+    for answer in (alice.get(f"/v1/memories/{memory}/records/{record['id']}", as_of="2026-01-01T00:00:00Z"),
+                   alice.post(f"/v1/memories/{memory}/recall", {"query": "proposal", "as_of": "2026-01-01T00:00:00Z"})):
+        assert (answer.status_code, error_code(answer)) == (422, "memory_unsupported"), answer.text

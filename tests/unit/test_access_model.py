@@ -33,7 +33,8 @@ the spec and docs/decisions.md, not from domain/access/model.py or domain/agents
 - the tree mixes providers (§10): a memory is kept by the provider it names at creation (`native` or
   `mem0`, real mem0 OSS in process), or its parent's when it names none; the tree, the grants, the
   cutoff and unseen-is-404 are the server's and the same for both; what mem0 does not implement (an
-  extension type such as x.task, named queries) is memory_unsupported, and only after the access
+  extension type's operations such as x.task's, named queries) is memory_unsupported (an x.task record
+  itself it carries, §4.1), and only after the access
   check (a caller that may not see the memory is still told not found, one without the privilege
   forbidden).
 
@@ -828,7 +829,7 @@ class AccessModel(RuleBasedStateMachine):
         attributes: dict[str, Any] = {"title": f"task {n}", "status": "open"} if type == TASK else {"n": n}
         server = self.server
         done = self.expect_write_tool(principal, memory_id, lambda: server.remember(
-            principal, memory_id, type, content, attributes), native_only=type == TASK)
+            principal, memory_id, type, content, attributes))  # §4.1: an x. type is carried by mem0 too
         if done is None:
             return
         record_id, shown = done
@@ -885,7 +886,7 @@ class AccessModel(RuleBasedStateMachine):
         needs = "write" if operation == "complete" else "read"
         held, server = self.tasks[memory_id], self.server
         answer = self.expect(principal, memory_id, needs, lambda: server.operate(
-            principal, memory_id, held.current, operation))
+            principal, memory_id, held.current, operation), native_only=True)  # §8 operations: native only
         if answer is None:
             return
         if operation == "blocked":

@@ -11,7 +11,7 @@ import pkgutil
 import pytest
 
 import uhp_memories.domain
-from uhp_memories.api.errors import HTTP_STATUS, domain_error_response
+from uhp_memories.api.errors import HTTP_STATUS, domain_error_response, status_of
 from uhp_memories.domain.errors import DomainError, MemoryConflict
 
 # The status each error answered with when the errors carried it themselves.
@@ -37,6 +37,8 @@ ANSWERED = {
     "MemoryUnavailable": 503,
     "WriteContended": 503,  # writes to one memory's files kept colliding (docs/file-memory.md)
     "QueryNotEmbedded": 503,
+    "ProviderNotAnswering": 502,  # §12: the memory's provider did not answer, or answered an error (issue 36)
+    "ProviderNotConnected": 503,  # §12: the memory's provider is not connected
     "RequestTooLarge": 413,  # a body past what a Lambda invocation carries (api/json_limits.py)
     "WriteKeyTaken": 409,  # a retry whose Idempotency-Key already wrote (adapters/dynamodb/idempotency.py)
 }
@@ -56,7 +58,8 @@ def every_domain_error() -> list[type[DomainError]]:
 @pytest.mark.parametrize("error", every_domain_error(), ids=lambda cls: cls.__name__)
 def test_each_domain_error_has_a_code_the_api_table_gives_its_old_status(error: type[DomainError]) -> None:
     assert not hasattr(error, "status"), "an HTTP status belongs to the API layer"
-    assert HTTP_STATUS[error.code] == ANSWERED[error.__name__]
+    assert status_of(error.code, error.cause) == ANSWERED[error.__name__]
+    assert error.code in HTTP_STATUS
 
 
 def test_a_conflict_answers_409_with_the_current_record_id() -> None:

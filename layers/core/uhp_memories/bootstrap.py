@@ -6,6 +6,7 @@ install their own (over moto) with `install`, so no state hides in import-time s
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from collections.abc import Callable
@@ -42,7 +43,7 @@ from uhp_memories.domain.memories.service import MemoryService
 from uhp_memories.domain.observing.ports import Deriver
 from uhp_memories.domain.observing.service import ObserveService
 from uhp_memories.domain.ports import Ports
-from uhp_memories.domain.providers.ports import Providers, RecordProvider
+from uhp_memories.domain.providers.ports import ProviderNotConnected, Providers, RecordProvider
 from uhp_memories.domain.queries.service import QueryService
 from uhp_memories.domain.recall.abstain import AbstainPolicy
 from uhp_memories.domain.recall.engine import RecallEngine, text_of
@@ -59,6 +60,8 @@ from uhp_memories.tokens import count_tokens
 
 if TYPE_CHECKING:
     from uhp_memories.domain.recall.ports import Embedder
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -280,6 +283,7 @@ def build_providers(settings: Settings, engine: Callable[[], RecallEngine | None
         derive_model=settings.derivation_model if infers else None,
         derive_api_key=settings.derivation_api_key or None,
         host=settings.mem0_host or None,
+        timeout_seconds=settings.mem0_timeout_seconds,
     )
 
     def connect_mem0() -> RecordProvider:
@@ -300,9 +304,18 @@ def build_providers(settings: Settings, engine: Callable[[], RecallEngine | None
             now=lambda: format_ms(clock.now_ms()),
         )
 
+    def connect_mem0_or_say_so() -> RecordProvider:
+        # §12: a provider the server could not connect to (its library, its stores, its credential) is
+        # memory_unavailable (503), tried again on the next request (`lazy` keeps only a connection made).
+        try:
+            return connect_mem0()
+        except Exception as error:
+            logger.warning("mem0 could not be connected", extra={"error_type": type(error).__name__})
+            raise ProviderNotConnected("the memory's provider 'mem0' could not be connected; retry later") from error
+
     # What it is depends on the settings alone (Mem0Provider.capabilities, is_outside): no client, no key.
     described = Mem0Provider(None, configured, now=lambda: format_ms(clock.now_ms()))
-    return Providers({"mem0": LazyProvider("mem0", connect_mem0, described)})
+    return Providers({"mem0": LazyProvider("mem0", connect_mem0_or_say_so, described)})
 
 
 def timer_of(settings: Settings, client: Any | None = None) -> EventBridgeTimer | None:

@@ -72,6 +72,10 @@ class Settings(BaseModel):
     mem0_api_key: str = Field(default="", repr=False)
     mem0_api_key_secret: str = ""
     mem0_host: str = ""
+    # The longest one call to mem0 may take (bounded further by the request's own deadline): past it the
+    # answer is memory_unavailable (502), never a request held until the gateway gives up. A stage whose
+    # mem0 derives with a model (`mem0_infer`) gives it the time its model takes.
+    mem0_timeout_seconds: float = Field(default=5.0, gt=0, le=25)
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -116,4 +120,5 @@ class Settings(BaseModel):
             mem0_api_key=env.get("UHP_MEM0_API_KEY", ""),
             mem0_api_key_secret=env.get("UHP_MEM0_API_KEY_SECRET", ""),
             mem0_host=env.get("UHP_MEM0_HOST", ""),
+            mem0_timeout_seconds=float(env.get("UHP_MEM0_TIMEOUT_SECONDS", "5")),
         )

@@ -29,20 +29,30 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import re
 import sqlite3
 import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as NoAnswerInTime
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from uhp_memories import deadlines
 from uhp_memories.domain.errors import MemoryUnsupported
 from uhp_memories.domain.memories.model import Memory
 from uhp_memories.domain.model import Caller
-from uhp_memories.domain.providers.ports import ProviderErase, ProviderRecall
+from uhp_memories.domain.providers.ports import (
+    RECALL_CANDIDATES_MAX,
+    RECALL_CANDIDATES_PER_RESULT,
+    ProviderErase,
+    ProviderNotAnswering,
+    ProviderRecall,
+)
 from uhp_memories.domain.records.model import RecordVersion
 
 logger = logging.getLogger(__name__)
@@ -76,6 +86,7 @@ class Mem0Settings:
     api_key: str | None = None
     host: str | None = None
     vector_store: dict[str, Any] = field(default_factory=dict)  # a deployed stage's (e.g. OpenSearch)
+    timeout_seconds: float = 5.0  # the longest one call to mem0 may take (settings.mem0_timeout_seconds)
 
     @property
     def infers(self) -> bool:
@@ -90,10 +101,66 @@ def mem0_id_of(record_id: str) -> str | None:
     return str(uuid.UUID(record_id[5:])) if RECORD_ID.match(record_id) else None
 
 
+class Deadlined:
+    """mem0's client behind a deadline: each call is made on one thread of the adapter's own, one at a
+    time (mem0 OSS's embedded stores are not made for threads, and the local gateway serves a thread per
+    request), and waited for at most `timeout_seconds` (or the request's time left, when shorter). A call
+    that does not answer by then, or answers with an error, is §12 memory_unavailable (502), never a 500
+    nor a request held until the gateway gives up. A call still running past its deadline goes on on
+    that thread (nothing in mem0's library can be stopped from outside): the calls behind it wait for it
+    and time out the same way while mem0 does not answer; one not yet started is dropped."""
+
+    def __init__(self, client: Any, timeout_seconds: float) -> None:
+        self.inner = client
+        self._timeout = timeout_seconds
+        self._calls: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
+        self._starting = threading.Lock()
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self.run(name, lambda: getattr(self.inner, name)(*args, **kwargs))
+
+        return call
+
+    def run(self, what: str, work: Callable[[], Any]) -> Any:
+        """`work` on the adapter's thread, its answer waited for within the deadline. `what` names it in
+        the log (never a record's content)."""
+        answer: Future[Any] = Future()
+        self._started().put((answer, work))
+        try:
+            return answer.result(timeout=max(deadlines.bounded(self._timeout), 0.0))
+        except NoAnswerInTime:
+            answer.cancel()
+            logger.warning("mem0 did not answer in time", extra={"call": what, "timeout_s": self._timeout})
+            raise ProviderNotAnswering(
+                f"the memory's provider 'mem0' did not answer within {self._timeout:g} s; retry later") from None
+        except Exception as error:
+            logger.warning("mem0 answered with an error", extra={"call": what, "error_type": type(error).__name__})
+            raise ProviderNotAnswering("the memory's provider 'mem0' answered with an error; retry later") from error
+
+    def _started(self) -> queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]]:
+        with self._starting:
+            if self._worker is None:
+                # A daemon: a call mem0 never answers must not keep the process from ending.
+                self._worker = threading.Thread(target=self._work, name="mem0-calls", daemon=True)
+                self._worker.start()
+        return self._calls
+
+    def _work(self) -> None:
+        while True:
+            answer, work = self._calls.get()
+            if not answer.set_running_or_notify_cancel():
+                continue  # its caller stopped waiting before it started
+            try:
+                answer.set_result(work())
+            except BaseException as error:  # handed to the caller, whatever it is
+                answer.set_exception(error)
+
+
 class Mem0Provider:
     """A RecordProvider over one mem0 client (`Memory` or `MemoryClient`), shared by every memory bound to
-    mem0. mem0 OSS's embedded stores are not made for threads (the local gateway serves a thread per
-    request), so calls into it are made one at a time."""
+    mem0, every call to it under a deadline (`Deadlined`)."""
 
     id = PROVIDER_ID
 
@@ -105,11 +172,10 @@ class Mem0Provider:
         history_db: str | None = None,
         now: Callable[[], str],
     ) -> None:
-        self._client = client
+        self._client = Deadlined(client, settings.timeout_seconds)
         self._settings = settings
         self._history_db = history_db  # mem0 OSS's SQLite history, which erase cleans
         self._now = now
-        self._lock = threading.RLock()
 
     # -- what it is --------------------------------------------------------------------------------
 
@@ -130,10 +196,18 @@ class Mem0Provider:
             # With a model mem0 keeps what it derived, not the episodes.
             "observe": {"keeps_episodes": not infers, "answers": "records"},
             # Meaning only: mem0 offline has no word index. Filters are applied by the adapter.
+            # Fields and types are applied over mem0's best candidates by meaning, at most
+            # RECALL_CANDIDATES_PER_RESULT per result asked and RECALL_CANDIDATES_MAX in all: an answer
+            # that fell short with more candidates left beyond them says `filters:over_top_<n>` in degraded.
             "recall": {"signals": ["query", "filters"], "abstain": True, "max_depth": 0,
-                       "emulated": ["filters"], "as_of": False},
-            # mem0 keeps every text of a record (its history table); attributes only as they are now.
-            "history": {"content": "versions", "structure": "none"},
+                       "emulated": ["filters"], "as_of": False,
+                       "filters_over": {"candidates_per_result": RECALL_CANDIDATES_PER_RESULT,
+                                        "candidates_max": RECALL_CANDIDATES_MAX,
+                                        "degraded": "filters:over_top_<n>"}},
+            # mem0 keeps every text of a record (its history table); the adapter keeps each version's
+            # attributes and valid time in the record's metadata. Nothing reads the memory as it stood
+            # (as_of is memory_unsupported): mem0 has no read at an instant.
+            "history": {"content": "versions", "attributes": "versions", "structure": "none", "as_of": False},
             "snapshots": False,
             "revise": "native",
             "forget": "emulated",
@@ -141,8 +215,13 @@ class Mem0Provider:
             "prime": False,
             "consolidate": False,
             "queries": {"named": False, "free": False},
+            # No §8 type operations; a record of any type, an extension's too, is carried as written (§4.1).
             "types": False,
+            "extension_types": "carried",
             "files": False,
+            # mem0 keeps no count per user: the server keeps a memory's records.count as each write through
+            # it lands (a derivation, which may merge records, is counted anew over a listing).
+            "records_count": "kept",
         }
 
     # -- writes --------------------------------------------------------------------------------------
@@ -156,29 +235,27 @@ class Mem0Provider:
         _refuse_derived_elsewhere(memory, episodes)
         if self._settings.infers:
             derived = episodes[0].evolve(type="fact", written_by=PROVIDER_WRITER)
-            with self._lock:
-                added = self._client.add(
-                    [{"role": "user", "content": str(e.content)} for e in episodes],
-                    user_id=memory.id,
-                    metadata={META: self._meta(memory, derived)},
-                    infer=True,
-                )
+            added = self._client.add(
+                [{"role": "user", "content": str(e.content)} for e in episodes],
+                user_id=memory.id,
+                metadata={META: self._meta(memory, derived)},
+                infer=True,
+            )
             return [v for v in (self._fetch(memory, r["id"]) for r in _results(added)) if v is not None]
         return self._add(memory, episodes, infer=False)
 
     def _add(self, memory: Memory, records: Sequence[RecordVersion], *, infer: bool) -> list[RecordVersion]:
         kept: list[RecordVersion] = []
-        with self._lock:
-            for record in records:
-                added = self._client.add(
-                    [{"role": "user", "content": str(record.content)}],
-                    user_id=memory.id,
-                    metadata={META: self._meta(memory, record)},
-                    infer=infer,
-                )
-                # Kept as stated: the record is what was sent, under mem0's id (no read back).
-                kept += [record.evolve(id=record_id_of(r["id"]), chain_id=record_id_of(r["id"]))
-                         for r in _results(added) if r.get("event", "ADD") == "ADD"]
+        for record in records:
+            added = self._client.add(
+                [{"role": "user", "content": str(record.content)}],
+                user_id=memory.id,
+                metadata={META: self._meta(memory, record)},
+                infer=infer,
+            )
+            # Kept as stated: the record is what was sent, under mem0's id (no read back).
+            kept += [record.evolve(id=record_id_of(r["id"]), chain_id=record_id_of(r["id"]))
+                     for r in _results(added) if r.get("event", "ADD") == "ADD"]
         return kept
 
     def revise(self, caller: Caller, memory: Memory, current: RecordVersion, revised: RecordVersion) -> RecordVersion:
@@ -188,9 +265,8 @@ class Mem0Provider:
         stored = self._stored_meta(memory, mem0_id)
         writers = [*stored.get("writers", []), _writer_entry(revised, text_changed=revised.content != current.content)]
         meta = {**self._meta(memory, revised), "version": current.version + 1, "writers": writers}
-        with self._lock:
-            self._client.update(mem0_id, text=str(revised.content), metadata={META: meta})
-            found = self._fetch(memory, mem0_id)
+        self._client.update(mem0_id, text=str(revised.content), metadata={META: meta})
+        found = self._fetch(memory, mem0_id)
         assert found is not None
         return found
 
@@ -200,9 +276,8 @@ class Mem0Provider:
         meta = self._stored_meta(memory, mem0_id)
         meta.update(status="forgotten", invalidated_at=self._now(),
                     forgotten_by={"written_by": caller.written_by, "origin": None})
-        with self._lock:
-            self._client.update(mem0_id, metadata={META: meta})
-            found = self._fetch(memory, mem0_id)
+        self._client.update(mem0_id, metadata={META: meta})
+        found = self._fetch(memory, mem0_id)
         assert found is not None
         return found
 
@@ -212,12 +287,10 @@ class Mem0Provider:
         mem0_id = mem0_id_of(record_id)
         if mem0_id is None:
             return None
-        with self._lock:
-            return self._fetch(memory, mem0_id)
+        return self._fetch(memory, mem0_id)
 
     def scan(self, memory: Memory, include: str, after: str | None) -> Iterator[tuple[str, RecordVersion]]:
-        with self._lock:
-            listed = self._client.get_all(filters={"user_id": memory.id}, top_k=SCAN_MAX)
+        listed = self._client.get_all(filters={"user_id": memory.id}, top_k=SCAN_MAX)
         versions = [v for v in (self._version(memory, item) for item in _results(listed)) if v is not None]
         versions = [v for v in versions if include == "all" or v.status == "active"]
         for version in sorted(versions, key=lambda v: (v.written_at, v.id), reverse=True):
@@ -229,13 +302,18 @@ class Mem0Provider:
         """Every record of the memory, forgotten ones included: listed to the end, never at a bound."""
         return [v for v in (self._version(memory, item) for item in self._every_item(memory)) if v is not None]
 
+    def count(self, memory: Memory) -> int:
+        """The memory's active records, counted over a listing of them all: mem0 keeps no count per user
+        (and forgotten records stay in it). Asked after a derivation only, which may merge or replace
+        records (capabilities `records_count`); the server keeps the count as other writes land."""
+        return sum(1 for v in self.every(memory) if v.status == "active")
+
     def _every_item(self, memory: Memory) -> list[dict[str, Any]]:
         """mem0 lists a user's memories in one call, up to `top_k`, with no cursor: asked for more each time
         until it answers fewer than asked, it has answered them all."""
         top_k = SCAN_MAX
         while True:
-            with self._lock:
-                listed = _results(self._client.get_all(filters={"user_id": memory.id}, top_k=top_k))
+            listed = _results(self._client.get_all(filters={"user_id": memory.id}, top_k=top_k))
             if len(listed) < top_k:
                 return listed
             top_k *= EVERY_GROWTH
@@ -245,8 +323,7 @@ class Mem0Provider:
         that changed only attributes keeps the text before it)."""
         mem0_id = mem0_id_of(record.id)
         assert mem0_id is not None
-        with self._lock:
-            rows = self._client.history(mem0_id) or []
+        rows = self._client.history(mem0_id) or []
         texts = [r.get("new_memory") for r in rows if r.get("event") == "ADD"
                  or (r.get("event") == "UPDATE" and r.get("old_memory") != r.get("new_memory"))]
         writers = self._stored_meta(memory, mem0_id).get("writers", [])
@@ -257,7 +334,10 @@ class Mem0Provider:
                 text_index += 1
                 text = texts[text_index]
             last = n == len(writers)
+            # An entry written before versions kept their attributes (issue 36) has none: the record's own.
+            held = {k: entry[k] for k in ("attributes", "valid_from", "valid_to") if k in entry}
             versions.append(record.evolve(
+                **({} if last else held),
                 version=n, content=record.content if last else text, written_at=entry["at"],
                 written_by=entry["by"], status=record.status if last else "superseded",
                 invalidated_at=record.invalidated_at if last else writers[n]["at"],
@@ -269,57 +349,54 @@ class Mem0Provider:
         degraded = ["text:not_supported"] if text else []
         if not query:
             return ProviderRecall([], degraded)
-        with self._lock:
-            found = self._client.search(query, filters={"user_id": memory.id}, top_k=limit, threshold=0.0)
+        found = self._client.search(query, filters={"user_id": memory.id}, top_k=limit, threshold=0.0)
         hits: list[tuple[RecordVersion, float, tuple[str, ...]]] = []
         for item in _results(found):
             version = self._version(memory, item)
             if version is not None and (include == "all" or version.status == "active"):
                 hits.append((version, float(item.get("score") or 0.0), ("query",)))
         best = max((score for _, score, _ in hits), default=None)
-        return ProviderRecall(hits, degraded, best)
+        # As many as asked for: mem0 may hold more beyond them (threshold 0.0 answers all it holds, else).
+        return ProviderRecall(hits, degraded, best, truncated=len(_results(found)) >= limit)
 
     # -- erase ---------------------------------------------------------------------------------------
 
     def erase(self, memory: Memory, records: Sequence[RecordVersion]) -> ProviderErase:
         erased: list[str] = []
         unreachable: list[dict[str, Any]] = []
-        with self._lock:
-            for record in records:
-                mem0_id = mem0_id_of(record.id)
-                if mem0_id is None or self._fetch(memory, mem0_id) is None:
-                    continue
-                self._client.delete(mem0_id)
-                erased.append(record.id)
-                unreachable += self._history_left(record.id, mem0_id)
-            if erased and self._settings.infers:
-                unreachable += [
-                    {"record_id": rid, "where": "mem0 message log",
-                     "reason": "mem0 keeps the recent raw messages it derived from per user, with no call to remove "
-                               "them one by one",
-                     "until": "ten later messages observed in this memory push it out (mem0 keeps its 10 latest)"}
-                    for rid in erased
-                ]
+        for record in records:
+            mem0_id = mem0_id_of(record.id)
+            if mem0_id is None or self._fetch(memory, mem0_id) is None:
+                continue
+            self._client.delete(mem0_id)
+            erased.append(record.id)
+            unreachable += self._history_left(record.id, mem0_id)
+        if erased and self._settings.infers:
+            unreachable += [
+                {"record_id": rid, "where": "mem0 message log",
+                 "reason": "mem0 keeps the recent raw messages it derived from per user, with no call to remove "
+                           "them one by one",
+                 "until": "ten later messages observed in this memory push it out (mem0 keeps its 10 latest)"}
+                for rid in erased
+            ]
         return ProviderErase(erased, unreachable)
 
     def _history_left(self, record_id: str, mem0_id: str) -> list[dict[str, Any]]:
         """Remove a deleted record's rows from mem0's history table where the adapter holds it (mem0 keeps
         every text there, and its API cannot remove them); else report them."""
         if self._history_db is not None:
-            with sqlite3.connect(self._history_db) as db:
-                db.execute("DELETE FROM history WHERE memory_id = ?", (mem0_id,))
+            self._client.run("history cleanup", lambda: _delete_history_rows(str(self._history_db), mem0_id))
             return []
         return [{"record_id": record_id, "where": "mem0 history",
                  "reason": "mem0 keeps every text a record held in its history, and its API has no call to remove it",
                  "until": "unknown: mem0 names no end to its history"}]
 
     def drop_memory(self, memory: Memory) -> None:
-        with self._lock:
-            for item in self._every_item(memory):
-                if self._version(memory, item) is None:
-                    continue
-                self._client.delete(item["id"])
-                self._history_left(record_id_of(item["id"]), str(item["id"]))
+        for item in self._every_item(memory):
+            if self._version(memory, item) is None:
+                continue
+            self._client.delete(item["id"])
+            self._history_left(record_id_of(item["id"]), str(item["id"]))
 
     # -- the mapping -------------------------------------------------------------------------------------
 
@@ -340,8 +417,7 @@ class Mem0Provider:
         }
 
     def _stored_meta(self, memory: Memory, mem0_id: str) -> dict[str, Any]:
-        with self._lock:
-            item = self._client.get(mem0_id)
+        item = self._client.get(mem0_id)
         return dict(((item or {}).get("metadata") or {}).get(META) or {})
 
     def _fetch(self, memory: Memory, mem0_id: str) -> RecordVersion | None:
@@ -395,8 +471,16 @@ def _refuse_derived_elsewhere(memory: Memory, records: Sequence[RecordVersion]) 
                 )
 
 
+def _delete_history_rows(history_db: str, mem0_id: str) -> None:
+    with sqlite3.connect(history_db) as db:  # on the adapter's thread, as mem0's own use of it is
+        db.execute("DELETE FROM history WHERE memory_id = ?", (mem0_id,))
+
+
 def _writer_entry(record: RecordVersion, *, text_changed: bool) -> dict[str, Any]:
-    return {"by": record.written_by, "at": record.written_at, "text_changed": text_changed}
+    """One version's entry in the record's metadata: who wrote it and when, and what mem0's history does
+    not keep of it (its attributes and valid time; its text is in mem0's history table)."""
+    return {"by": record.written_by, "at": record.written_at, "text_changed": text_changed,
+            "attributes": record.attributes, "valid_from": record.valid_from, "valid_to": record.valid_to}
 
 
 def _results(answer: Any) -> list[dict[str, Any]]:

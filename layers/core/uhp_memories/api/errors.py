@@ -36,11 +36,15 @@ HTTP_STATUS: dict[str, int] = {
     "idempotency_key_reused": 422,  # the same Idempotency-Key with another request (api/app.py make_handler)
     "memory_unsupported": 422,
     "internal_error": 500,
-    "memory_unavailable": 503,
+    "memory_unavailable": 503,  # not connected, or this server's own storage or search did not answer
+    "memory_unavailable:provider_failed": 502,  # the memory's provider did not answer, or answered an error
 }
 
 
-def status_of(code: str) -> int:
+def status_of(code: str, cause: str | None = None) -> int:
+    """The status of a code, or of one cause of it where the table tells causes apart."""
+    if cause is not None and f"{code}:{cause}" in HTTP_STATUS:
+        return HTTP_STATUS[f"{code}:{cause}"]
     return HTTP_STATUS.get(code, 500)
 
 
@@ -51,8 +55,8 @@ def code_response(code: str, message: str, **details: Any) -> Response:
 
 def domain_error_response(error: DomainError) -> Response:
     """A domain error as the API answers it: its code, its message and its details (a conflict's
-    current_record_id), with its code's status."""
-    return code_response(error.code, error.message, **error.details)
+    current_record_id), with its code's status (its cause's, where the table tells causes apart)."""
+    return error_response(status_of(error.code, error.cause), error.code, error.message, **error.details)
 
 
 def error_response(status: int, code: str, message: str, **details: Any) -> Response:

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 class DomainError(Exception):
     code = "internal_error"
+    # Where §12 gives one code more than one status (memory_unavailable: 502 when the provider did not
+    # answer, 503 when it is not connected), the cause that tells them apart: the API's one table keys
+    # on "code:cause" before the code alone. None: the code says it all.
+    cause: str | None = None
 
     def __init__(self, message: str, **details: object) -> None:
         super().__init__(message)

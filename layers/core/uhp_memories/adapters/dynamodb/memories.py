@@ -11,6 +11,7 @@ them costs the same (docs/decisions.md, "The 404 of an unseen memory")."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -212,6 +213,15 @@ class DynamoMemoryRepository:
             "PK = :pk AND begins_with(SK, :g)", {":pk": keys.memory_pk(tenant, memory_id), ":g": keys.GRANT_SK_PREFIX}
         )
         return _oldest_first(grant_from(item) for item in items)
+
+    def count_records(self, tenant: str, memory_id: str, *, added: int = 0, exactly: int | None = None) -> None:
+        update, values = ("SET record_count = :n", {":n": exactly}) if exactly is not None else (
+            "ADD record_count :n", {":n": added})
+        if exactly is None and added == 0:
+            return
+        with contextlib.suppress(ConditionFailed):  # deleted meanwhile: its count went with it
+            self._table.update(keys.memory_pk(tenant, memory_id), keys.META_SK, update, condition=LIVE_MEMORY,
+                               values={**values, ":false": False})
 
     def put_grant(self, grant: Grant) -> None:
         """The grant item and the memory's copy of its grants, in one transaction on the condition

@@ -229,6 +229,24 @@ class DynamoTable:
                 raise ConditionFailed(str(error)) from None
             raise
 
+    def update(self, pk: str, sk: str, update: str, *, condition: str | None = None,
+               values: Mapping[str, Any] | None = None) -> None:
+        if idempotency.pending() is not None:  # an idempotent request's write carries its marker
+            self.transact([self.update_op(pk, sk, update, condition=condition, values=values)])
+            return
+        kwargs: dict[str, Any] = {"TableName": self.name, "Key": to_dynamo({"PK": pk, "SK": sk}),
+                                  "UpdateExpression": update}
+        if condition:
+            kwargs["ConditionExpression"] = condition
+        if values:
+            kwargs["ExpressionAttributeValues"] = to_dynamo(values)
+        try:
+            self.client.update_item(**kwargs)
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise ConditionFailed(str(error)) from None
+            raise
+
     def put_many(self, items: Sequence[Mapping[str, Any]]) -> None:
         """Put items with BatchWriteItem, 25 a call, unconditionally and outside any idempotent
         request's marker: for items whose every write is the same (memories' padding items)."""

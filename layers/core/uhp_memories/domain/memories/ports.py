@@ -64,6 +64,12 @@ class MemoryRepository(Protocol):
     def grants_on(self, tenant: str, memory_id: str) -> list[Grant]:
         ...
 
+    def count_records(self, tenant: str, memory_id: str, *, added: int = 0, exactly: int | None = None) -> None:
+        """Keep `records.count` (§2) for a memory another provider keeps, whose writes pass the record
+        repository's own counter: `added` (negative: gone) to it, or set it to `exactly`. Nothing when the
+        memory is gone or being deleted meanwhile."""
+        ...
+
     def put_grant(self, grant: Grant) -> None:
         """Raises TreeChanged when the memory is missing or being deleted."""
         ...

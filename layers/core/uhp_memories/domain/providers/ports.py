@@ -23,7 +23,27 @@ from typing import Any, Protocol
 from uhp_memories.domain.errors import MemoryUnsupported
 from uhp_memories.domain.memories.model import Memory
 from uhp_memories.domain.model import NATIVE_PROVIDER, Caller
+from uhp_memories.domain.recall.model import MemoryUnavailable
 from uhp_memories.domain.records.model import RecordVersion
+
+# A provider's recall is asked for this many candidates per result wanted, up to the most it is asked
+# for: the fields and types an adapter applies over what the provider answers need candidates to
+# choose from (domain/recall/service.py); past the bound, a filtered answer may miss matches, and says so.
+RECALL_CANDIDATES_PER_RESULT = 4
+RECALL_CANDIDATES_MAX = 400
+
+
+class ProviderNotAnswering(MemoryUnavailable):
+    """§12 memory_unavailable, 502: the memory's provider was asked and did not answer within its
+    deadline, or answered with an error. Nothing the request asked of it is known to be done; sending
+    it again is how to find out (with the same Idempotency-Key where it writes)."""
+
+    cause = "provider_failed"
+
+
+class ProviderNotConnected(MemoryUnavailable):
+    """§12 memory_unavailable, 503: the memory is bound to a provider this server is not connected to
+    now (never configured in this stage, or its connection could not be made)."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +55,9 @@ class ProviderRecall:
     hits: list[tuple[RecordVersion, float, tuple[str, ...]]]
     degraded: list[str] = field(default_factory=list)
     best_similarity: float | None = None  # the best query similarity, for abstain
+    # The provider answered as many candidates as it was asked for: there may be more beyond them, so
+    # what is applied over these (fields, types, status) may have missed a match past the bound.
+    truncated: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,6 +108,10 @@ class RecordProvider(Protocol):
         A listing (`scan`) may stop at the provider's own bound; this may not."""
         ...
 
+    def count(self, memory: Memory) -> int:
+        """How many active records the memory holds (§2 `records.count`), as the provider counts them."""
+        ...
+
     def revise(self, caller: Caller, memory: Memory, current: RecordVersion, revised: RecordVersion) -> RecordVersion:
         """Replace what `current` holds with what `revised` holds; answers the record as it is now."""
         ...
@@ -128,8 +155,8 @@ class Providers:
         if memory.provider == NATIVE_PROVIDER:
             return None
         found = self._others.get(memory.provider)
-        if found is None:
-            raise MemoryUnsupported(
+        if found is None:  # §12: not connected is memory_unavailable (503), not an operation it lacks
+            raise ProviderNotConnected(
                 f"memory {memory.id} is kept by provider {memory.provider!r}, which this server is not connected to"
             )
         return found

@@ -27,7 +27,11 @@ from uhp_memories.domain.memories.model import Memory, MemorySummary
 from uhp_memories.domain.model import Caller
 from uhp_memories.domain.overlap import IN_ORDER, Overlap, Pending
 from uhp_memories.domain.ports import Ports
-from uhp_memories.domain.providers.ports import RecordProvider
+from uhp_memories.domain.providers.ports import (
+    RECALL_CANDIDATES_MAX,
+    RECALL_CANDIDATES_PER_RESULT,
+    RecordProvider,
+)
 from uhp_memories.domain.recall.abstain import AbstainPolicy, Judgement, unmatched_names
 from uhp_memories.domain.recall.model import (
     NOTHING_ASKED,
@@ -275,10 +279,15 @@ class RecallService:
         wanted = set(request.types)
         if searched_for.query:
             # Over-asked, for the fields and types the adapter applies over what the provider answers.
-            answered = provider.recall(memory, searched_for.query, None, min(limit * 4, 400), request.include)
+            asked = min(limit * RECALL_CANDIDATES_PER_RESULT, RECALL_CANDIDATES_MAX)
+            answered = provider.recall(memory, searched_for.query, None, asked, request.include)
             degraded += [d for d in answered.degraded if d not in degraded]
             found = [(v, score, why) for v, score, why in answered.hits
                      if (not wanted or v.type in wanted) and matches(flt, v)][:limit]
+            if answered.truncated and len(found) < limit:
+                # Fields, types or status were applied over the top candidates only, and left fewer than
+                # asked for: a match past them was not looked at (§6.3: never silently).
+                degraded.append(f"filters:over_top_{asked}")
         elif request.text:
             found = []
         else:  # fields (and types) alone: the memory's newest records that match

@@ -93,7 +93,12 @@ class RecordWrites:
         check_stated_type(given.type)
         provider = self._provider(memory, [given])
         if provider is not None:  # another provider keeps this memory's records (§10)
-            return self._reads.view(access, provider.remember(caller, memory, record))
+            # An extension type is carried as written (§4.1), its attributes checked against the tenant's
+            # registration when it has one; projections (§8) are the native provider's.
+            checked = self._checked(record.tenant, record.type, record.attributes, record.content)
+            kept = provider.remember(caller, memory, record.evolve(attributes=checked.attributes))
+            self._ports.memories.count_records(caller.tenant, memory_id, added=1)
+            return self._reads.view(access, kept)
         record = self._typed(record)
         record = record.evolve(origin=terms.origin)
         if _is_file(given.content):
@@ -129,7 +134,12 @@ class RecordWrites:
             self._check_input(given)
         provider = self._provider(memory, episodes)
         if provider is not None:
-            return [self._reads.view(access, r) for r in provider.observe(caller, memory, records)]
+            kept = provider.observe(caller, memory, records)
+            if provider.capabilities()["observe"]["keeps_episodes"]:
+                self._ports.memories.count_records(caller.tenant, memory_id, added=len(kept))
+            else:  # what it derived may have merged into, or replaced, records it held: counted anew
+                self._ports.memories.count_records(caller.tenant, memory_id, exactly=provider.count(memory))
+            return [self._reads.view(access, r) for r in kept]
         try:
             self._writer.many(records, ahead=ahead)
         except TreeChanged:
@@ -181,7 +191,7 @@ class RecordWrites:
         stated = set(changes if sent is None else sent) | {"written_by", "origin"}
         if provider is not None:
             revised = current.evolve(
-                content=merged.content, attributes=merged.attributes, valid_from=merged.valid_from,
+                content=merged.content, attributes=checked.attributes, valid_from=merged.valid_from,
                 valid_to=merged.valid_to, references=merged.references,
                 written_at=format_ms(self._ports.clock.now_ms()), written_by=caller.written_by,
             )
@@ -225,6 +235,7 @@ class RecordWrites:
         provider = self._ports.providers.of(memory)
         if provider is not None:
             gone = provider.forget(caller, memory, current)
+            self._ports.memories.count_records(caller.tenant, memory_id, added=-1)
             return self._reads.view(access, gone, withheld=withheld_from(access, memory_id, ()))
         closed = lifecycle.forgotten(
             current, at=format_ms(self._ports.clock.now_ms()), written_by=caller.written_by, origin=terms.origin
@@ -239,15 +250,14 @@ class RecordWrites:
 
     def _provider(self, memory: Memory, given: Sequence[RecordInput]) -> RecordProvider | None:
         """The provider that keeps this memory's records when it is not this server's own, after refusing
-        what that provider cannot keep: files (a path, file content) and extension types (§8), which
-        only the native provider implements (memory_unsupported, §12)."""
+        what that provider cannot keep: files (a path, file content), which only the native provider
+        implements (memory_unsupported, §12). An extension type is not refused: §4.1 says a server MUST
+        carry it unchanged, and every provider keeps a record's type as written."""
         provider = self._ports.providers.of(memory)
         if provider is None:
             return None
         if any(g.path is not None or _is_file(g.content) for g in given):
             self._ports.providers.require_native(memory, "files")
-        if any(g.type not in CORE_TYPES for g in given):
-            self._ports.providers.require_native(memory, "extension types (§8)")
         return provider
 
     def _attach(self, caller: Caller, content: dict[str, Any], memory_id: str, chain_id: str) -> dict[str, Any]:

@@ -128,6 +128,8 @@ class RemovalService:
                   status="running", requested_by=caller.principal, created_at=self._ports.clock.now_ms())
         self._jobs.start(job, hold_memory=False)
         done = provider.erase(memory, targets)
+        self._ports.memories.count_records(caller.tenant, memory.id, added=-sum(
+            1 for t in targets if t.id in set(done.erased) and t.status == "active"))
         self._cached.purge_mentioning(done.erased)
         result = {
             "erased": [{"id": rid, "memory_id": memory.id} for rid in done.erased],
