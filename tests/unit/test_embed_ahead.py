@@ -7,7 +7,6 @@ embedded is embedded again."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -35,13 +34,20 @@ class CountingEmbedder(HashingEmbedder):
         super().__init__(64)
         self.texts: list[str] = []
         self.threads: set[str] = set()
-        self._lock = threading.Lock()
+        self._embedding = threading.Condition()
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        with self._lock:
+        with self._embedding:
             self.texts.extend(texts)
             self.threads.add(threading.current_thread().name)
+            self._embedding.notify_all()
         return super().embed(texts)
+
+    def reached(self, count: int, timeout_s: float) -> bool:
+        """Whether `count` texts were handed to it by now or within `timeout_s`: woken by each embed,
+        never polled."""
+        with self._embedding:
+            return self._embedding.wait_for(lambda: len(self.texts) >= count, timeout_s)
 
 
 @pytest.fixture
@@ -158,10 +164,7 @@ def test_a_revision_is_embedded_while_it_commits_and_its_previous_version_is_not
     commit = world.ports.records.append_revision
 
     def commit_once_embedding(*args: Any, **kwargs: Any) -> Any:
-        deadline = time.monotonic() + 10
-        while len(counted(engine).texts) < 2:
-            assert time.monotonic() < deadline, "the revision was embedded only after its commit"
-            time.sleep(0.001)
+        assert counted(engine).reached(2, timeout_s=10), "the revision was embedded only after its commit"
         return commit(*args, **kwargs)
 
     monkeypatch.setattr(world.ports.records, "append_revision", commit_once_embedding)
