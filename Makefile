@@ -20,7 +20,10 @@ STAGE ?= dev
 export CDK_DISABLE_CLI_TELEMETRY := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
 
-.PHONY: dev harness test test-fast opensearch lint typecheck openapi bench bench-recall clean synth diff deploy .venv-bench
+help:  ## this list
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
+
+.PHONY: help dev harness test test-fast opensearch lint typecheck openapi bench bench-recall clean synth diff deploy .venv-bench
 
 # Two installs into one venv: `make dev` needs only the `local` extra (the server); `make test` and
 # the other targets need `dev` (which holds `local`, the CDK app, the harness client and the tools).
@@ -66,15 +69,15 @@ $(HARNESS_STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[local,harness]"
 	@touch $(HARNESS_STAMP) $(LOCAL_STAMP)
 
-harness: $(HARNESS_STAMP)
+harness: $(HARNESS_STAMP)  ## install the harness client (a13n-harness) beside the server
 
 # Ctrl-C stops the server (the terminal signals make and it together); so does `kill <make's pid>`, whose
 # SIGTERM make passes on, or `kill <pid>` with the pid the server prints. A SIGINT to make alone is not
 # passed on (GNU make leaves SIGINT to the terminal) and leaves both running (tests/integration/test_serve_cli.py).
-dev: $(LOCAL_STAMP)
+dev: $(LOCAL_STAMP)  ## run the service locally over moto (PORT=8080, KEYS_FILE=, DATA_DIR=)
 	$(BIN)/uhp-memories serve --port $(PORT) $(if $(KEYS_FILE),--keys-file $(KEYS_FILE),) $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
-test: $(STAMP) opensearch
+test: $(STAMP) opensearch  ## the whole suite, with ruff and mypy (what CI runs)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
@@ -82,22 +85,22 @@ test: $(STAMP) opensearch
 # The fast lane for the inner loop: every test not marked `slow` (@pytest.mark.slow), under 5 minutes on a
 # 2-core machine where the whole suite takes 16-25. Every test that needs the OpenSearch node is slow, so
 # this lane neither assembles nor starts one. No ruff, no mypy: `make test` (what CI runs) runs everything.
-test-fast: $(STAMP)
+test-fast: $(STAMP)  ## every test not marked slow: the inner loop
 	$(BIN)/python -m pytest -m "not slow"
 
 # The OpenSearch 2.19 node the tests start (tests/opensearch_node.py): fetched with mvn from Maven Central
 # and assembled into .opensearch/ (git-ignored) when it is missing, ~40 s; at once when it is there.
-opensearch: $(STAMP)
+opensearch: $(STAMP)  ## fetch and assemble the OpenSearch 2.19 node the tests start
 	$(BIN)/python -m tests.opensearch_node fetch
 
-lint: $(STAMP)
+lint: $(STAMP)  ## ruff
 	$(BIN)/ruff check .
 
-typecheck: $(STAMP)
+typecheck: $(STAMP)  ## mypy, strict
 	$(BIN)/mypy
 
 # Benchmarks (not tests): figures are ratios against a baseline measured in the same run.
-bench: $(STAMP)
+bench: $(STAMP)  ## speed benchmarks, as ratios to baselines run beside them
 	$(BIN)/python bench/import_times.py 5
 	$(BIN)/python bench/recall_engine.py
 	$(BIN)/python bench/embedding_arithmetic.py
@@ -120,10 +123,10 @@ $(BENCH_STAMP): pyproject.toml bench/requirements-mem0.txt
 
 .venv-bench: $(BENCH_STAMP)
 
-bench-recall: $(STAMP) $(BENCH_STAMP)
+bench-recall: $(STAMP) $(BENCH_STAMP)  ## recall on LoCoMo beside mem0 OSS and BM25 (SEARCH=opensearch: the OpenSearch adapter)
 	$(BIN)/python bench/recall_locomo.py $(if $(filter opensearch,$(SEARCH)),--opensearch,)
 
-openapi: $(STAMP)
+openapi: $(STAMP)  ## write docs/openapi.json
 	$(BIN)/python -m uhp_memories.api.openapi > docs/openapi.json
 
 $(CDK):
@@ -140,7 +143,7 @@ SYNTH_STAGES := dev prod
 
 # Offline and without credentials: no Lambda asset is built (-c bundle=false; `make deploy` builds
 # them without Docker), cdk-nag fails on any finding, then cfn-lint on both templates.
-synth: $(STAMP) $(CDK)
+synth: $(STAMP) $(CDK)  ## synthesize both stages offline, cdk-nag and cfn-lint
 	@for stage in $(SYNTH_STAGES); do \
 		echo "CDK_VALIDATION=false $(CDK) synth -c bundle=false -c stage=$$stage --quiet --output $(CDK_OUT)/$$stage"; \
 		CDK_VALIDATION=false $(CDK) synth -c bundle=false -c stage=$$stage --quiet --output $(CDK_OUT)/$$stage || exit 1; \
@@ -149,12 +152,12 @@ synth: $(STAMP) $(CDK)
 		$(foreach stage,$(SYNTH_STAGES),$(CDK_OUT)/$(stage)/uhp-memories-$(stage).template.json)
 
 # A deploy's dry run without an account: the stage's changes against an empty stack (or TEMPLATE=).
-diff: $(STAMP) $(CDK)
+diff: $(STAMP) $(CDK)  ## a deploy's dry run without an account (STAGE=dev)
 	CDK_VALIDATION=false $(CDK) diff -c bundle=false -c stage=$(STAGE) --output $(CDK_OUT)/$(STAGE) \
 		--template $(or $(TEMPLATE),infra/empty-template.json)
 
-deploy: $(STAMP) $(CDK)
+deploy: $(STAMP) $(CDK)  ## cdk deploy the stage (STAGE=dev) into the account of your credentials
 	$(CDK) deploy -c stage=$(STAGE) --output $(CDK_OUT)/$(STAGE)
 
-clean:
+clean:  ## remove the venvs, cdk.out and .hypothesis
 	rm -rf $(VENV) $(BENCH_VENV) cdk.out .hypothesis
