@@ -424,3 +424,30 @@ def test_mem0_history_shows_each_versions_own_attributes_and_as_of_is_refused_as
     for answer in (alice.get(f"/v1/memories/{memory}/records/{record['id']}", as_of="2026-01-01T00:00:00Z"),
                    alice.post(f"/v1/memories/{memory}/recall", {"query": "proposal", "as_of": "2026-01-01T00:00:00Z"})):
         assert (answer.status_code, error_code(answer)) == (422, "memory_unsupported"), answer.text
+
+
+def test_a_reference_to_a_record_mem0_keeps_resolves_for_its_readers_alone(alice: Client, bob: Client) -> None:
+    """§4.2 and §10: a reference to a mem0 memory's record was never available, even to its readers (the
+    native store was asked for it: issue 36); it resolves through the provider that keeps it now."""
+    kept = mem0_memory(alice)["id"]
+    target = alice.remember(kept, "The Acme contract renews in March.")
+    native = alice.create_memory("Notes")["id"]
+    ref = {"memory_id": kept, "record_id": target["id"], "rel": "about"}
+    noted = alice.post(f"/v1/memories/{native}/records",
+                       {"type": "fact", "content": "Call Acme in February.", "references": [ref]})
+    assert noted.status_code == 201, noted.text
+    assert noted.json()["references"] == [{**ref, "available": True}]
+    beside = alice.post(f"/v1/memories/{kept}/records",
+                        {"type": "fact", "content": "Acme asked for a discount.", "references": [ref]})
+    assert beside.status_code == 201, beside.text
+    got = alice.get(f"/v1/memories/{kept}/records/{beside.json()['id']}").json()
+    assert got["references"] == [{**ref, "available": True}]
+    granted = alice.post(f"/v1/memories/{native}/grants", {"principal": "user:bob", "privileges": ["read"]})
+    assert granted.status_code == 201, granted.text
+    seen_by_bob = bob.get(f"/v1/memories/{native}/records/{noted.json()['id']}").json()
+    assert seen_by_bob["references"] == [{"memory_id": kept, "record_id": target["id"], "available": False}]
+    alice.delete(f"/v1/memories/{kept}/records/{target['id']}")  # forgotten: a version that still exists
+    erased = alice.post(f"/v1/memories/{kept}/erase", {"record_ids": [target["id"]]})
+    assert erased.status_code in (200, 202), erased.text
+    after = alice.get(f"/v1/memories/{native}/records/{noted.json()['id']}").json()
+    assert after["references"] == [{"memory_id": kept, "record_id": target["id"], "available": False}]

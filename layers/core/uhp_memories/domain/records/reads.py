@@ -23,6 +23,7 @@ from uhp_memories.domain.limits import (
 from uhp_memories.domain.memories.model import Memory
 from uhp_memories.domain.model import Caller, Page
 from uhp_memories.domain.ports import Ports
+from uhp_memories.domain.recall.model import MemoryUnavailable
 from uhp_memories.domain.records.model import (
     ID_PATTERN,
     INCLUDE_VALUES,
@@ -258,12 +259,23 @@ class RecordReads:
         """A reference as this reader may see it: followable only with read on the target memory,
         and otherwise indistinguishable from a reference to nothing (§4.2, §13)."""
         memory_id, record_id = ref["memory_id"], ref["record_id"]
-        if "read" in access.privileges(memory_id):
-            target = self._ports.records.get(access.caller.tenant, memory_id, record_id)
-            if target is not None:
-                return {"rel": ref.get("rel", "related"), "memory_id": memory_id, "record_id": record_id,
-                        "available": True}
+        if "read" in access.privileges(memory_id) and self._target(access, memory_id, record_id) is not None:
+            return {"rel": ref.get("rel", "related"), "memory_id": memory_id, "record_id": record_id,
+                    "available": True}
         return {"memory_id": memory_id, "record_id": record_id, "available": False}
+
+    def _target(self, access: AccessView, memory_id: str, record_id: str) -> RecordVersion | None:
+        """A reference's target, from the provider that keeps its memory (§10: a mem0 record is as
+        followable as a native one). A provider that does not answer leaves the reference unavailable
+        rather than failing the read of the record that holds it (docs/decisions.md)."""
+        memory = access.memory(memory_id)
+        try:
+            provider = self._ports.providers.of(memory) if memory is not None else None
+            if provider is not None and memory is not None:
+                return provider.get(memory, record_id) if ID_PATTERN.match(record_id) else None
+        except MemoryUnavailable:
+            return None
+        return self._ports.records.get(access.caller.tenant, memory_id, record_id)
 
     def view(self, access: AccessView, record: RecordVersion, withheld: frozenset[str] = frozenset()) -> RecordView:
         """A version as this reader sees it: references resolved with its privileges, and the fields a
