@@ -93,7 +93,7 @@ class FakePlatform:
                 added.append({"id": memory_id, "memory": message["content"], "event": "ADD"})
             return 200, {"results": added}
         if (method, path) == ("POST", "/v3/memories/"):
-            found = [m for m in self.memories.values() if m["user_id"] == body["filters"]["user_id"]]
+            found = [m for m in self.memories.values() if _matches(m, body["filters"])]
             size, page = int(query.get("page_size", ["100"])[0]), int(query.get("page", ["1"])[0])
             chunk = found[(page - 1) * size: page * size]
             more = len(found) > page * size
@@ -127,3 +127,13 @@ class FakePlatform:
                 del self.memories[one["id"]]  # the Platform keeps the history: the adapter must say so
                 return 200, {"message": "Memory deleted successfully!"}
         return 404, {"detail": f"no route {method} {path}"}
+
+
+def _matches(memory: dict[str, Any], filters: dict[str, Any]) -> bool:
+    """The Platform's v2 filters as the adapter sends them: `{"user_id": ...}`, or an AND of it and
+    `{"metadata": {key: value}}`."""
+    if "AND" in filters:
+        return all(_matches(memory, each) for each in filters["AND"])
+    if "metadata" in filters:
+        return all(memory["metadata"].get(k) == v for k, v in filters["metadata"].items())
+    return all(memory.get(k) == v for k, v in filters.items())

@@ -451,3 +451,58 @@ def test_a_reference_to_a_record_mem0_keeps_resolves_for_its_readers_alone(alice
     assert erased.status_code in (200, 202), erased.text
     after = alice.get(f"/v1/memories/{native}/records/{noted.json()['id']}").json()
     assert after["references"] == [{"memory_id": kept, "record_id": target["id"], "available": False}]
+
+
+class FailsOnce:
+    """A call that fails the first time it is made (the server stopping there), then is what it was."""
+
+    def __init__(self, real: Any, after: int = 0) -> None:
+        self.real, self.after, self.failed = real, after, False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.failed and self.after == 0:
+            self.failed = True
+            raise RuntimeError("stopped here")
+        self.after -= 1
+        return self.real(*args, **kwargs)
+
+
+def test_a_keyed_mem0_write_that_stopped_before_its_marker_is_not_added_again_by_its_retry(
+    alice: Client, local_aws: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idempotency-Key on a mem0 memory: mem0's add comes before the DynamoDB commit that carries the key's
+    marker (the records count), so an attempt that stopped between them left mem0 holding a record no marker
+    named, and its retry added it again (issue 36). Each add carries the write's tag: the retry answers what
+    the first attempt added, and adds only what it did not."""
+    memory = mem0_memory(alice)["id"]
+    provider = connected_mem0(local_aws)
+    key = {"Idempotency-Key": "mem0-once"}
+    body = {"type": "fact", "content": "Written to mem0 once."}
+    monkeypatch.setattr(local_aws.container.ports.memories, "count_records",
+                        FailsOnce(local_aws.container.ports.memories.count_records))
+    stopped = alice.post(f"/v1/memories/{memory}/records", body, headers=key)
+    assert stopped.status_code == 500, stopped.text  # after mem0's add, before the marker: a 5xx is never kept
+    retried = alice.post(f"/v1/memories/{memory}/records", body, headers=key)
+    assert retried.status_code == 201, retried.text
+    listed = alice.get(f"/v1/memories/{memory}/records").json()["data"]
+    assert [r["id"] for r in listed] == [retried.json()["id"]]
+    assert alice.get(f"/v1/memories/{memory}").json()["records"] == {"count": 1}
+    again = alice.post(f"/v1/memories/{memory}/records", body, headers=key)
+    assert (again.status_code, again.json()) == (201, retried.json())  # kept now: the answer replayed
+
+    # An observe that stopped after its second episode's add: the retry adds the third alone.
+    episodes = {"episodes": [{"content": f"user: episode {n}."} for n in range(3)]}
+    monkeypatch.setattr(provider._client.inner, "add", FailsOnce(provider._client.inner.add, after=2))
+    stopped = alice.post(f"/v1/memories/{memory}/observe", episodes, headers={"Idempotency-Key": "observed-once"})
+    assert (stopped.status_code, error_code(stopped)) == (502, "memory_unavailable"), stopped.text
+    retried = alice.post(f"/v1/memories/{memory}/observe", episodes, headers={"Idempotency-Key": "observed-once"})
+    assert retried.status_code == 200, retried.text
+    assert [r["content"] for r in retried.json()["records"]] == [f"user: episode {n}." for n in range(3)]
+    listed = alice.get(f"/v1/memories/{memory}/records", types="episode").json()["data"]
+    assert sorted(r["id"] for r in listed) == sorted(r["id"] for r in retried.json()["records"])
+    assert alice.get(f"/v1/memories/{memory}").json()["records"] == {"count": 4}
+
+    # Without a key, or under another, each request adds its own.
+    for headers in ({}, {"Idempotency-Key": "another"}):
+        assert alice.post(f"/v1/memories/{memory}/records", body, headers=headers).status_code == 201
+    assert alice.get(f"/v1/memories/{memory}").json()["records"] == {"count": 6}

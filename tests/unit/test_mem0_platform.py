@@ -96,3 +96,21 @@ def test_erase_deletes_and_reports_the_history_the_platform_keeps(
     assert platform.memories == {}
     assert provider.capabilities()["erase"] == {"unreachable": "reported", "history": "unreachable"}
     assert provider.is_outside()  # another company's service: the person attaching is told (§9)
+
+
+@pytest.mark.slow
+def test_a_keyed_writes_retry_finds_what_it_added_through_the_platforms_metadata_filter(
+    platform: FakePlatform,
+) -> None:
+    """The tag of an Idempotency-Key write rides in each add's metadata; a retry asks the Platform for it in
+    the v2 filter syntax and adds nothing that an attempt before it added."""
+    tag = "a" * 32
+    keyed = connect(Mem0Settings(mode="platform", api_key=KEY, host=platform.url), embedder=None, dimensions=0,
+                    now=lambda: "2026-12-05T11:00:00.000Z", write_tag=lambda: tag)
+    team = memory("Team")
+    first = keyed.remember(ALICE, team, record(team.id, "Added once."))
+    retried = keyed.remember(ALICE, team, record(team.id, "Added once."))
+    assert retried.id == first.id
+    assert [m["metadata"]["uhp_write"] for m in platform.memories.values()] == [tag]
+    asked = [b["filters"] for method, path, _, b in platform.requests if path == "/v3/memories/"]
+    assert {"AND": [{"user_id": team.id}, {"metadata": {"uhp_write": tag}}]} in asked

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from uhp_memories.adapters.dynamodb.apikeys import DynamoKeyRepository
 from uhp_memories.adapters.dynamodb.files import DynamoFileRepository
 from uhp_memories.adapters.dynamodb.harnesses import DynamoAttachmentRepository
-from uhp_memories.adapters.dynamodb.idempotency import DynamoCachedResponses
+from uhp_memories.adapters.dynamodb.idempotency import DynamoCachedResponses, pending_tag
 from uhp_memories.adapters.dynamodb.jobs import DynamoJobRepository
 from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
 from uhp_memories.adapters.dynamodb.paths import DynamoPathRepository
@@ -302,6 +302,7 @@ def build_providers(settings: Settings, engine: Callable[[], RecallEngine | None
             embedder=recall.embedder if recall is not None else None,
             dimensions=recall.embedder.dimensions if recall is not None else 0,
             now=lambda: format_ms(clock.now_ms()),
+            write_tag=pending_tag,
         )
 
     def connect_mem0_or_say_so() -> RecordProvider:

@@ -66,6 +66,13 @@ META = "uhp"  # the one metadata key the adapter writes under: {"uhp": {...}}
 SCAN_MAX = 10_000
 EVERY_GROWTH = 4
 PROVIDER_WRITER = {"kind": "provider", "id": PROVIDER_ID}  # what mem0 derived, or wrote without the server
+# The write of an Idempotency-Key request, on each mem0 memory it adds: a top-level metadata key (mem0
+# filters on those), and the position of the record in the request's list. A retry finds what an attempt
+# before it added, and adds only what that attempt did not (docs/decisions.md "mem0 held to the contract").
+WRITE_TAG = "uhp_write"
+WRITE_INDEX = "uhp_write_index"
+# The most mem0 memories one write may add: an observe's episodes, or what mem0 derived from them.
+WRITE_LANDED_MAX = 1_000
 
 
 @dataclass(frozen=True)
@@ -171,11 +178,16 @@ class Mem0Provider:
         *,
         history_db: str | None = None,
         now: Callable[[], str],
+        write_tag: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._client = Deadlined(client, settings.timeout_seconds)
         self._settings = settings
         self._history_db = history_db  # mem0 OSS's SQLite history, which erase cleans
         self._now = now
+        # The running request's write under its Idempotency-Key (None: no key, or its marker is committed).
+        # mem0's add comes before the DynamoDB commit that carries the key's marker (the count): a crash
+        # between them left mem0 holding records no marker named, and a retry added them again.
+        self._write_tag = write_tag
 
     # -- what it is --------------------------------------------------------------------------------
 
@@ -234,29 +246,54 @@ class Mem0Provider:
     def observe(self, caller: Caller, memory: Memory, episodes: Sequence[RecordVersion]) -> list[RecordVersion]:
         _refuse_derived_elsewhere(memory, episodes)
         if self._settings.infers:
+            tag = self._write_tag()
+            landed = self._landed(memory, tag)
+            if landed:  # an attempt before this one derived them: one add derives all, or none
+                return [landed[i] for i in sorted(landed)]
             derived = episodes[0].evolve(type="fact", written_by=PROVIDER_WRITER)
             added = self._client.add(
                 [{"role": "user", "content": str(e.content)} for e in episodes],
                 user_id=memory.id,
-                metadata={META: self._meta(memory, derived)},
+                metadata=_tagged({META: self._meta(memory, derived)}, tag, 0),
                 infer=True,
             )
             return [v for v in (self._fetch(memory, r["id"]) for r in _results(added)) if v is not None]
         return self._add(memory, episodes, infer=False)
 
     def _add(self, memory: Memory, records: Sequence[RecordVersion], *, infer: bool) -> list[RecordVersion]:
+        """Each record added as one mem0 memory, in order; under an Idempotency-Key, those an attempt
+        before this one added are answered as mem0 keeps them, not added again."""
+        tag = self._write_tag()
+        landed = self._landed(memory, tag)
         kept: list[RecordVersion] = []
-        for record in records:
+        for index, record in enumerate(records):
+            if index in landed:
+                kept.append(landed[index])
+                continue
             added = self._client.add(
                 [{"role": "user", "content": str(record.content)}],
                 user_id=memory.id,
-                metadata={META: self._meta(memory, record)},
+                metadata=_tagged({META: self._meta(memory, record)}, tag, index),
                 infer=infer,
             )
             # Kept as stated: the record is what was sent, under mem0's id (no read back).
             kept += [record.evolve(id=record_id_of(r["id"]), chain_id=record_id_of(r["id"]))
                      for r in _results(added) if r.get("event", "ADD") == "ADD"]
         return kept
+
+    def _landed(self, memory: Memory, tag: str | None) -> dict[int, RecordVersion]:
+        """What an earlier attempt of this write added to the memory, by its position in the write (none
+        without a key). Checked here whatever mem0's filter did: the tag, the memory and the tenant."""
+        if tag is None:
+            return {}
+        listed = self._client.get_all(filters={"user_id": memory.id, WRITE_TAG: tag}, top_k=WRITE_LANDED_MAX)
+        found: dict[int, RecordVersion] = {}
+        for item in _results(listed):
+            metadata = item.get("metadata") or {}
+            version = self._version(memory, item) if metadata.get(WRITE_TAG) == tag else None
+            if version is not None:
+                found[int(metadata.get(WRITE_INDEX, len(found)))] = version
+        return found
 
     def revise(self, caller: Caller, memory: Memory, current: RecordVersion, revised: RecordVersion) -> RecordVersion:
         _refuse_derived_elsewhere(memory, [revised])
@@ -471,6 +508,10 @@ def _refuse_derived_elsewhere(memory: Memory, records: Sequence[RecordVersion]) 
                 )
 
 
+def _tagged(metadata: dict[str, Any], tag: str | None, index: int) -> dict[str, Any]:
+    return metadata if tag is None else {**metadata, WRITE_TAG: tag, WRITE_INDEX: index}
+
+
 def _delete_history_rows(history_db: str, mem0_id: str) -> None:
     with sqlite3.connect(history_db) as db:  # on the adapter's thread, as mem0's own use of it is
         db.execute("DELETE FROM history WHERE memory_id = ?", (mem0_id,))
@@ -518,7 +559,7 @@ class PlatformCalls:
         found: list[dict[str, Any]] = []
         page = 1
         while len(found) < top_k:
-            answer = self._client.get_all(filters=filters, page=page, page_size=self.PAGE)
+            answer = self._client.get_all(filters=_platform_filters(filters), page=page, page_size=self.PAGE)
             found += list(answer.get("results") or [])
             if not answer.get("next"):
                 break
@@ -536,6 +577,15 @@ class PlatformCalls:
 
     def history(self, memory_id: str) -> Any:
         return self._client.history(memory_id)
+
+
+def _platform_filters(filters: dict[str, Any]) -> dict[str, Any]:
+    """OSS's flat filters (`user_id` and metadata keys) in the Platform's v2 syntax: the user alone as
+    it is, metadata keys as `{"AND": [{"user_id": ...}, {"metadata": {...}}]}`."""
+    metadata = {k: v for k, v in filters.items() if k != "user_id"}
+    if not metadata:
+        return filters
+    return {"AND": [{"user_id": filters["user_id"]}, {"metadata": metadata}]}
 
 
 def _no_telemetry() -> None:
@@ -558,16 +608,18 @@ def _offline(folder: str) -> None:
     logging.getLogger("mem0").setLevel(logging.ERROR)
 
 
-def connect(settings: Mem0Settings, *, embedder: Any, dimensions: int, now: Callable[[], str]) -> Mem0Provider:
+def connect(settings: Mem0Settings, *, embedder: Any, dimensions: int, now: Callable[[], str],
+            write_tag: Callable[[], str | None] = lambda: None) -> Mem0Provider:
     """The provider, connected as the operator configured it: mem0 OSS in this process with `embedder`
-    (ours, so both sides of a memory embed alike), or the Platform's client."""
+    (ours, so both sides of a memory embed alike), or the Platform's client. `write_tag` names the
+    running request's keyed write (Mem0Provider)."""
     if settings.mode == "platform":
         _no_telemetry()
         from mem0 import MemoryClient
 
         client = MemoryClient(api_key=settings.api_key, host=settings.host) if settings.host else MemoryClient(
             api_key=settings.api_key)
-        return Mem0Provider(PlatformCalls(client), settings, now=now)
+        return Mem0Provider(PlatformCalls(client), settings, now=now, write_tag=write_tag)
     folder = settings.folder or tempfile.mkdtemp(prefix="uhp-mem0-")
     Path(folder).mkdir(parents=True, exist_ok=True)
     _offline(folder)
@@ -589,7 +641,7 @@ def connect(settings: Mem0Settings, *, embedder: Any, dimensions: int, now: Call
             "api_key": settings.derive_api_key or "not-needed-by-a-local-server"}}
     client = Memory.from_config(config)
     client.embedding_model = _as_mem0_embedder(embedder)
-    return Mem0Provider(client, settings, history_db=history_db, now=now)
+    return Mem0Provider(client, settings, history_db=history_db, now=now, write_tag=write_tag)
 
 
 def _as_mem0_embedder(embedder: Any) -> Any:

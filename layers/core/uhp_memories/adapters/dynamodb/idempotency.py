@@ -256,6 +256,16 @@ def pending() -> WriteKey | None:
     return key if key is not None and not key.committed else None
 
 
+def pending_tag() -> str | None:
+    """The running request's write named for a store outside DynamoDB (mem0) to mark what it adds with,
+    while no marker is committed: the same for every attempt of one request (its key and its body), so
+    a retry finds what an attempt that died before its marker added there. A digest, never the key."""
+    key = pending()
+    if key is None:
+        return None
+    return hashlib.sha256(f"{key.id}:{key.payload}".encode()).hexdigest()[:32]
+
+
 @contextmanager
 def writing_under(key: WriteKey) -> Iterator[WriteKey]:
     """Run a request with its write key: its first committed transaction claims it."""
