@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 import requests
 
+from tests.fakes.dynamodb_faults import TransactionConflicts
 from tests.integration.conftest import Client, ClientFactory, error_code
+from uhp_memories.adapters.dynamodb.table import CONFLICT_ATTEMPTS
 
 pytestmark = pytest.mark.slow
 
@@ -326,3 +328,40 @@ def test_concurrent_callers_each_act_as_themselves(alice: Client, make_client: C
     seen = race(alice, [listing] * half + [lambda _: listing(fresh_session(other))] * half)
     assert seen[:half] == [[mine]] * half
     assert seen[half:] == [[theirs]] * half
+
+
+# -- transactions that lose a race (issue 35) ----------------------------------------------------------
+
+
+def test_racing_observes_into_one_memory_all_land_once_though_each_transaction_loses_a_race(
+    alice: Client, local_aws: Any
+) -> None:
+    """Every record write also updates its memory's item (the count), so writers into one memory meet there,
+    and DynamoDB cancels the loser's transaction (TransactionConflict). observe's transaction was not sent
+    again: racing observes answered 503. moto never raises it; the injector makes each transaction lose once."""
+    memory = alice.create_memory("Busy")["id"]
+    turns = [[f"user: writer {w} turn {t}." for t in range(3)] for w in range(THREADS)]
+
+    def observe(writer: int) -> Callable[[Client], requests.Response]:
+        headers = {"Idempotency-Key": f"observe-{writer}"} if writer % 2 else {}  # keyed writes carry a marker
+        return lambda c: c.post(f"/v1/memories/{memory}/observe", {"episodes": [{"content": x} for x in turns[writer]]},
+                                headers=headers)
+
+    with TransactionConflicts(local_aws.container.dynamodb) as conflicts:
+        answers = race(alice, [observe(w) for w in range(THREADS)])
+    assert [a.status_code for a in answers] == [200] * THREADS, [a.text for a in answers if a.status_code != 200]
+    assert conflicts.raised >= THREADS
+    listed = alice.get(path(memory), limit=100).json()["data"]
+    assert sorted(r["content"] for r in listed) == sorted(x for writer in turns for x in writer)  # none doubled
+    assert alice.get(f"/v1/memories/{memory}").json()["records"] == {"count": THREADS * 3}
+
+
+def test_a_race_lost_every_time_is_memory_unavailable_and_writes_nothing(alice: Client, local_aws: Any) -> None:
+    memory = alice.create_memory("Never free")["id"]
+    with TransactionConflicts(local_aws.container.dynamodb, times=None) as conflicts:
+        observed = alice.post(f"/v1/memories/{memory}/observe", {"episodes": [{"content": "user: hello."}]})
+        remembered = alice.post(path(memory), {"type": "fact", "content": "Never written."})
+    for answer in (observed, remembered):
+        assert (answer.status_code, error_code(answer)) == (503, "memory_unavailable"), answer.text
+    assert conflicts.raised == 2 * CONFLICT_ATTEMPTS  # sent again a bounded number of times, then told
+    assert alice.get(path(memory)).json()["data"] == []

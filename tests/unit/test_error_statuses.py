@@ -40,6 +40,7 @@ ANSWERED = {
     "ProviderNotAnswering": 502,  # §12: the memory's provider did not answer, or answered an error (issue 36)
     "ProviderNotConnected": 503,  # §12: the memory's provider is not connected
     "RequestTooLarge": 413,  # a body past what a Lambda invocation carries (api/json_limits.py)
+    "WriteTooLarge": 413,  # a write past DynamoDB's item or transaction sizes (adapters/dynamodb/table.py)
     "WriteKeyTaken": 409,  # a retry whose Idempotency-Key already wrote (adapters/dynamodb/idempotency.py)
 }
 

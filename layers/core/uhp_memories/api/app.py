@@ -32,7 +32,7 @@ from uhp_memories.adapters.dynamodb.idempotency import (
     writing_under,
 )
 from uhp_memories.adapters.dynamodb.table import Contended
-from uhp_memories.api import json_limits, observability
+from uhp_memories.api import json_limits, observability, payloads
 from uhp_memories.api.errors import (
     JSON,
     code_response,
@@ -421,7 +421,27 @@ def make_handler(
         except IdempotencyAlreadyInProgressError:
             return refuse(event, _key_refusal("idempotency_in_progress", KEY_IN_PROGRESS))
 
-    return observability.observed(lambda_handler)  # traced, metrics flushed, log lines correlated
+    # traced, metrics flushed, log lines correlated
+    return observability.observed(_within_lambda_limit(lambda_handler))
+
+
+def _within_lambda_limit(
+    handler: Callable[[dict[str, Any], Any], dict[str, Any]],
+) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """A handler whose answer never passes Lambda's 6 MB (api/payloads.py): Lambda would refuse to
+    return it and API Gateway answer an opaque 502, so it is a 500 that says why and what to ask
+    instead. A 5xx: an Idempotency-Key keeps nothing of it (the store could not keep an answer this
+    large either), so a retry of a write that committed is told it was written."""
+
+    def within_lambda_limit(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        answer = handler(event, context)
+        too_large = payloads.too_large_answer(answer)
+        if too_large is None:
+            return answer
+        logger.error("an answer was larger than Lambda returns", extra={"bytes": payloads.payload_bytes(answer)})
+        return error_dict(500, "internal_error", too_large)
+
+    return within_lambda_limit
 
 
 def json_body(answer: dict[str, Any]) -> Any:

@@ -24,12 +24,13 @@ import re
 from itertools import accumulate
 from typing import Any
 
+from uhp_memories.api.payloads import LAMBDA_PAYLOAD_BYTES
 from uhp_memories.domain.errors import InvalidRequest, MemoryInvalid, RequestTooLarge
 
 JSON_MAX_DEPTH = 64
 # A synchronous Lambda invocation carries at most 6 MB (base64 included), so a larger body never
-# reaches a deployed handler; the local gateway accepts 10 MiB, and this keeps it to the same.
-JSON_MAX_BYTES = 6 * 1024 * 1024
+# reaches a deployed handler; the local gateway refuses such an event too (api/payloads.py).
+JSON_MAX_BYTES = LAMBDA_PAYLOAD_BYTES
 
 # A JSON string, escapes included: linear, since its two alternatives never match the same text.
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)

@@ -19,3 +19,9 @@ MAX_TREE_DEPTH = 50
 MOVE_ITEMS_MAX = 100
 # Records an erase may name in one request (each erased with its whole version chain).
 ERASE_NAMED_MAX = 100
+# What one observe carries in all, its episodes' content (UTF-8 text, or a file reference as compact
+# JSON) and attributes (compact JSON) together: observe is one DynamoDB transaction, whose items hold
+# at most 4 MiB together, so 50 episodes of 100 KiB (5 MB) cannot be one. 3 MiB leaves 1 MiB for what
+# each item adds to what the caller sent (keys, stamps, references: about 5 KiB at most an episode), and
+# keeps observe's answer, which shows each episode, under the 6 MB a Lambda function may answer.
+OBSERVE_BYTES = 3 * 1024 * 1024

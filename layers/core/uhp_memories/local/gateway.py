@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from uhp_memories.api.errors import CHALLENGE
+from uhp_memories.api.payloads import LAMBDA_PAYLOAD_BYTES, payload_bytes
 from uhp_memories.api.routes import ROUTES, Route
 from uhp_memories.local import landing
 
@@ -233,7 +234,16 @@ def invoke(
         "body": text_body,
         "isBase64Encoded": is_base64,
     }
-    return _handler(route.function)(event, LambdaContext(f"uhp-memories-{route.function}", request_id))
+    if payload_bytes(event) > LAMBDA_PAYLOAD_BYTES:
+        # Lambda refuses an invocation over 6 MB, base64 included: the function never runs.
+        return _answer(413, "request_too_large",
+                       f"the request is larger than the {LAMBDA_PAYLOAD_BYTES} bytes a Lambda function takes")
+    answer = _handler(route.function)(event, LambdaContext(f"uhp-memories-{route.function}", request_id))
+    if payload_bytes(answer) > LAMBDA_PAYLOAD_BYTES:
+        # Lambda refuses to return an answer over 6 MB, and API Gateway answers 502 (the functions' own
+        # check, api/app.py, answers a clearer 500 first; this holds for any function).
+        return _answer(502, "internal_error", "the function's answer was larger than Lambda returns")
+    return answer
 
 
 # The gateway's own refusals of a request it cannot read, in the API's error shape.

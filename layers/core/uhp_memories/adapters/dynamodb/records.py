@@ -18,7 +18,7 @@ from uhp_memories.adapters.dynamodb.items import (
 )
 from uhp_memories.adapters.dynamodb.paths import DynamoPathRepository
 from uhp_memories.adapters.dynamodb.schema import ACTIVE_INDEX, CHAIN_INDEX, TIMELINE_INDEX
-from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, Contended, DynamoTable
+from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, DynamoTable
 from uhp_memories.domain.errors import AlreadyExists, SourceGone, StaleVersion, TreeChanged, WriteContended
 from uhp_memories.domain.files.model import PathCondition, PathConflict
 from uhp_memories.domain.records.model import RecordVersion, Snapshot
@@ -153,10 +153,9 @@ class DynamoRecordRepository:
                     raise on_failure from None
                 raise
             try:
+                # A race lost to another transaction is sent again by the table itself (retrying_conflicts).
                 self._table.transact(operations + (plan.operations if plan else []))
                 return
-            except Contended:
-                pass
             except ConditionFailed as failure:
                 own = {i for i in failure.failed if i < len(operations)}
                 if plan is None or own or not failure.failed:

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import random
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from uhp_memories.adapters.dynamodb import idempotency
+from uhp_memories.adapters.dynamodb import idempotency, sizes
 from uhp_memories.adapters.dynamodb.items import from_dynamo, to_dynamo
+from uhp_memories.adapters.dynamodb.sizes import ITEM_MAX_BYTES, TRANSACTION_MAX_BYTES, TRANSACTION_MAX_ITEMS
+from uhp_memories.domain.errors import RequestTooLarge
 
-TRANSACTION_MAX_ITEMS = 100
 BATCH_GET_MAX_KEYS = 100
 BATCH_GET_ATTEMPTS = 5
+# A write that lost a race with a transaction on one of its items wrote nothing, and is sent again after
+# a pause drawn at random up to a ceiling that doubles each time (full jitter: racing writers spread
+# out instead of meeting again), up to this many sends in all; the last conflict is then raised
+# (Contended: 503 memory_unavailable, safe to retry). About 0.5 s of pauses at most.
+CONFLICT_ATTEMPTS = 8
+CONFLICT_PAUSE_S = 0.005
+CONFLICT_PAUSE_MAX_S = 0.2
 
 
 class ConditionFailed(Exception):
@@ -29,6 +38,61 @@ class ConditionFailed(Exception):
 class Contended(Exception):
     """A transaction lost a race with another one on the same item; nothing was written, and the
     same transaction may be sent again."""
+
+
+class WriteTooLarge(RequestTooLarge):
+    """A write DynamoDB would refuse for its size (an item over 400 KB, a transaction over 4 MB or
+    100 items), refused before it is sent: nothing was written. A RequestTooLarge, so the API answers
+    413 request_too_large (docs/decisions.md, "AWS limits enforced locally")."""
+
+
+def check_item(item: Mapping[str, Any]) -> None:
+    """Refuse an item (in wire form) DynamoDB would refuse for its size."""
+    size = sizes.item_size(item)
+    if size > ITEM_MAX_BYTES:
+        raise WriteTooLarge(f"the write is refused: one of its items would be {size} bytes, and DynamoDB "
+                            f"holds at most {ITEM_MAX_BYTES} bytes an item")
+
+
+def check_transaction(operations: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse a transaction DynamoDB would refuse for its size: more than 100 operations, an item over
+    400 KB, or items over 4 MB together (sizes.operation_size says what each operation counts)."""
+    if len(operations) > TRANSACTION_MAX_ITEMS:
+        raise WriteTooLarge(f"the write is refused: it would be {len(operations)} items in one transaction, "
+                            f"and DynamoDB takes at most {TRANSACTION_MAX_ITEMS}")
+    for operation in operations:
+        if "Put" in operation:
+            check_item(operation["Put"]["Item"])
+    total = sizes.transaction_size(operations)
+    if total > TRANSACTION_MAX_BYTES:
+        raise WriteTooLarge(f"the write is refused: its items would be {total} bytes in one transaction, "
+                            f"and DynamoDB takes at most {TRANSACTION_MAX_BYTES}")
+
+
+def lost_a_race(error: ClientError) -> bool:
+    """DynamoDB refused the write because another transaction held one of its items, and for nothing
+    else: a condition that failed is an answer, never retried."""
+    code = error.response["Error"]["Code"]
+    if code == "TransactionConflictException":  # a single write meeting a transaction in flight
+        return True
+    codes = {r.get("Code") for r in error.response.get("CancellationReasons", [])}
+    return code == "TransactionCanceledException" and "TransactionConflict" in codes and (
+        "ConditionalCheckFailed" not in codes)
+
+
+def retrying_conflicts[T](send: Callable[[], T]) -> T:
+    """`send` (one write to DynamoDB), sent again while it loses races (`lost_a_race`), CONFLICT_ATTEMPTS
+    times at most. The SDK's own retries do not cover these: a cancelled transaction is an answer to it.
+    Every transaction goes through here, so none answers 503 for a race it could have won by waiting
+    (racing observes into one memory did, from their shared memory item)."""
+    for attempt in range(CONFLICT_ATTEMPTS):
+        try:
+            return send()
+        except ClientError as error:
+            if attempt + 1 == CONFLICT_ATTEMPTS or not lost_a_race(error):
+                raise
+        time.sleep(random.uniform(0, min(CONFLICT_PAUSE_MAX_S, CONFLICT_PAUSE_S * 2**attempt)))  # noqa: S311
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 class DynamoTable:
@@ -110,14 +174,18 @@ class DynamoTable:
         commits also puts the request's write marker, on the condition that none is there: a retry of
         a request that wrote cannot write again, and a transaction whose marker is taken raises
         WriteKeyTaken (nothing written). A transaction already holding DynamoDB's 100 items puts its
-        marker alone right after it commits (a crash between the two writes again, as without a key)."""
-        if len(operations) > TRANSACTION_MAX_ITEMS:
-            raise ValueError("a transaction holds at most 100 items")
+        marker alone right after it commits (a crash between the two writes again, as without a key).
+
+        A transaction DynamoDB would refuse for its size is refused before it is sent (WriteTooLarge),
+        marker included; one the marker alone would push over 4 MB puts it after, as one of 100 items."""
+        check_transaction(operations)
         key = idempotency.pending()
         marked = key is not None and len(operations) < TRANSACTION_MAX_ITEMS
         items = [*operations, key.marker_op(operations)] if key is not None and marked else list(operations)
+        if marked and sizes.transaction_size(items) > TRANSACTION_MAX_BYTES:
+            marked, items = False, list(operations)
         try:
-            self.client.transact_write_items(TransactItems=items)
+            retrying_conflicts(lambda: self.client.transact_write_items(TransactItems=items))
         except ClientError as error:
             if error.response["Error"]["Code"] == "TransactionCanceledException":
                 reasons = error.response.get("CancellationReasons", [])
@@ -209,7 +277,7 @@ class DynamoTable:
         if values:
             kwargs["ExpressionAttributeValues"] = to_dynamo(values)
         try:
-            self.client.delete_item(**kwargs)
+            retrying_conflicts(lambda: self.client.delete_item(**kwargs))
         except ClientError as error:
             if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
                 raise ConditionFailed(str(error)) from None
@@ -220,10 +288,11 @@ class DynamoTable:
             self.transact([self.put_op(item, condition)])
             return
         kwargs: dict[str, Any] = {"TableName": self.name, "Item": to_dynamo(item)}
+        check_item(kwargs["Item"])
         if condition:
             kwargs["ConditionExpression"] = condition
         try:
-            self.client.put_item(**kwargs)
+            retrying_conflicts(lambda: self.client.put_item(**kwargs))
         except ClientError as error:
             if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
                 raise ConditionFailed(str(error)) from None
@@ -241,7 +310,7 @@ class DynamoTable:
         if values:
             kwargs["ExpressionAttributeValues"] = to_dynamo(values)
         try:
-            self.client.update_item(**kwargs)
+            retrying_conflicts(lambda: self.client.update_item(**kwargs))
         except ClientError as error:
             if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
                 raise ConditionFailed(str(error)) from None
@@ -250,9 +319,12 @@ class DynamoTable:
     def put_many(self, items: Sequence[Mapping[str, Any]]) -> None:
         """Put items with BatchWriteItem, 25 a call, unconditionally and outside any idempotent
         request's marker: for items whose every write is the same (memories' padding items)."""
-        for start in range(0, len(items), 25):
+        wire = [to_dynamo(item) for item in items]
+        for each in wire:
+            check_item(each)  # all before the first batch: none written when one is refused
+        for start in range(0, len(wire), 25):
             pending: dict[str, Any] = {
-                self.name: [{"PutRequest": {"Item": to_dynamo(item)}} for item in items[start : start + 25]]
+                self.name: [{"PutRequest": {"Item": item}} for item in wire[start : start + 25]]
             }
             while pending:
                 answer = self.client.batch_write_item(RequestItems=pending)

@@ -21,12 +21,14 @@ holds derived text only while the step runs: the finished job keeps record ids, 
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from uhp_memories.domain.errors import TreeChanged
+from uhp_memories.domain.errors import MemoryInvalid, TreeChanged
 from uhp_memories.domain.jobs import Job, JobRepository, WorkflowRunner, start_job
+from uhp_memories.domain.limits import OBSERVE_BYTES
 from uhp_memories.domain.model import Caller
 from uhp_memories.domain.observing.model import (
     DERIVE,
@@ -81,7 +83,15 @@ class ObserveService:
     # -- API ---------------------------------------------------------------------------------
 
     def observe(self, caller: Caller, memory_id: str, episodes: list[RecordInput]) -> Observed:
-        """Write the episodes; where a deriver is configured, start the job that derives from them."""
+        """Write the episodes; where a deriver is configured, start the job that derives from them.
+        Episodes over OBSERVE_BYTES together are refused whole (422 memory_invalid), before anything
+        is read or written: they would not fit one transaction, and observe is all or nothing."""
+        sent = sum(_episode_bytes(e) for e in episodes)
+        if sent > OBSERVE_BYTES:
+            raise MemoryInvalid(
+                f"one observe carries at most {OBSERVE_BYTES} bytes of episode content and attributes "
+                f"together (these are {sent}); nothing was written: send the episodes in several observes"
+            )
         views = self._records.observe(caller, memory_id, episodes)
         if not self.derives:
             return Observed(views, None)
@@ -209,6 +219,18 @@ class ObserveService:
         if status == "failed":
             logger.warning("derivation job failed", extra={"job_id": job.id, "reason": error})
         return self._jobs.finish(job.tenant, job.id, status, result, self._ports.clock.now_ms())
+
+
+def _episode_bytes(episode: RecordInput) -> int:
+    """What an episode carries toward OBSERVE_BYTES: its content (text as UTF-8, anything else as
+    compact JSON) and its attributes (compact JSON), measured as they are stored."""
+    content = episode.content if isinstance(episode.content, str) else _compact(episode.content)
+    attributes = _compact(episode.attributes)
+    return len(content.encode("utf-8", "surrogatepass")) + len(attributes.encode("utf-8", "surrogatepass"))
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def _usage(usage: DerivationUsage) -> dict[str, int]:
