@@ -35,7 +35,9 @@ def test_pip_bundling_installs_the_locked_wheels_for_lambda_arm64(monkeypatch: p
     monkeypatch.setattr(packaging.subprocess, "run", lambda command, check: calls.append(command))
 
     assert packaging.PipBundling(REPO.layer_lock).try_bundle(str(tmp_path), image=NO_IMAGE) is True
-    (command,) = calls
+    command, compiled = calls
+    # Then compiled for the runtime, under /opt where Lambda puts a layer (issue 35: no compiling at cold start).
+    assert compiled == [sys.executable, *packaging.compile_command(str(tmp_path), "/opt")]
     assert command[:4] == [sys.executable, "-m", "pip", "install"]
     for option, value in (
         ("--platform", "manylinux2014_aarch64"),
@@ -85,6 +87,37 @@ def test_the_core_layer_leaves_out_local_only_code(tmp_path: Path) -> None:
     assert not (shipped / "admin").exists()
     assert not (shipped / "harness").exists()
     assert not list(shipped.rglob("__pycache__"))
+
+
+def test_shipped_code_carries_its_bytecode_compiled_for_where_lambda_runs_it(tmp_path: Path) -> None:
+    """A read-only /opt and /var/task: a module shipped without its .pyc compiled on every cold start (issue 35).
+    Each .pyc is hash-based and never checked against its source (CDK zips every file under one date), names
+    the path Lambda runs it from, and is the same bytes when the asset is built again."""
+    pytest.importorskip("aws_cdk", reason="the infra extra is not installed")
+    import importlib.util
+    import marshal
+
+    from infra.constructs import packaging
+
+    def built(into: Path) -> dict[str, bytes]:
+        packaging.CopyBundling([(REPO.core_package_dir, "python/uhp_memories")],
+                               excluded_dirs=packaging.CORE_EXCLUDED_SUBPACKAGES,
+                               runtime_root=packaging.LAYER_ROOT).try_bundle(str(into), image=NO_IMAGE)
+        compiled = {}
+        for source in (into / "python" / "uhp_memories").rglob("*.py"):
+            cached = Path(importlib.util.cache_from_source(str(source)))
+            assert cached.is_file(), f"{source.relative_to(into)} is shipped without its bytecode"
+            compiled[source.relative_to(into).as_posix()] = cached.read_bytes()
+        return compiled
+
+    first, second = built(tmp_path / "a"), built(tmp_path / "b")
+    assert "python/uhp_memories/bootstrap.py" in first
+    for pyc in first.values():
+        assert pyc[:4] == importlib.util.MAGIC_NUMBER
+        assert int.from_bytes(pyc[4:8], "little") == 0b01  # hash-based (bit 0), its source never checked (bit 1)
+    code = marshal.loads(first["python/uhp_memories/bootstrap.py"][16:])
+    assert code.co_filename == "/opt/python/uhp_memories/bootstrap.py"
+    assert first == second
 
 
 def test_function_code_is_the_package_under_functions(tmp_path: Path) -> None:
