@@ -443,3 +443,41 @@ def test_admin_and_local_mode_write_one_item_shape_with_one_key_id_scheme(
     with pytest.raises(KeyExists):
         local.add_keys([KeyEntry(local_key, "globex", "user:mallory")])
     assert KEY_ID.match(new_key_id())
+
+
+@pytest.mark.slow
+def test_bootstrap_prints_the_api_url_and_a_first_administrator_key_that_works(
+    stage: Stage, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After `cdk deploy`, one command: the stage's first tenant and an administrator key for it, with the
+    URL to send it to (issue 37). It was a describe-stacks call, `tenants create` and `keys create`."""
+    cloudformation = boto3.client("cloudformation", region_name=REGION)
+    outputs = {stage_outputs.REST_API_ID: stage.rest_api_id, stage_outputs.API_STAGE_NAME: stage.stage_name,
+               stage_outputs.KEYS_TABLE_NAME: stage.keys_table,
+               stage_outputs.API_URL: f"https://{stage.rest_api_id}.execute-api.{REGION}.amazonaws.com/v1/"}
+    stack = "uhp-memories-boot-" + secrets.token_hex(3)
+    cloudformation.create_stack(StackName=stack, TemplateBody=json.dumps({
+        "Resources": {"Alarms": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {name: {"Value": value} for name, value in outputs.items()},
+    }))
+
+    made = run_json(capsys, "bootstrap", "--stack", stack, "--region", REGION)
+    assert made["api_url"] == f"https://{stage.rest_api_id}.execute-api.{REGION}.amazonaws.com/v1"
+    assert (made["tenant"], made["tenant_created"], made["principal"], made["groups"]) == (
+        "default", True, "user:admin", ["group:admins"])
+    found = DynamoKeyRepository(stage.dynamodb, stage.keys_table).find(hash_key(made["key"]))
+    assert found is not None
+    assert (found.tenant, found.principal, found.groups) == (
+        "default", "user:admin", ("group:admins",))
+
+    # Again: the tenant is kept, and another key is made (a key is shown once, so a lost one is replaced).
+    assert main(["bootstrap", "--stack", stack, "--region", REGION, "--tenant", "default"]) == 0
+    text = capsys.readouterr().out
+    assert "tenant default exists" in text
+    assert made["key"] not in text
+    assert "curl -H 'x-api-key: " in text
+    assert f"{made['api_url']}/v1/memories" in text
+
+    # Named piece by piece, the URL is API Gateway's own form.
+    piecewise = run_json(capsys, "bootstrap", *stage.args(), "--tenant", "globex")
+    assert piecewise["api_url"] == f"https://{stage.rest_api_id}.execute-api.{REGION}.amazonaws.com/v1"

@@ -72,6 +72,20 @@ def add_commands(commands: Any) -> None:
     revoke_key.add_argument("key_id")
     revoke_key.set_defaults(run=_revoke_key)
 
+    first = commands.add_parser(
+        "bootstrap", parents=[target],
+        help="after a deploy: the stage's first tenant and an administrator key for it, with the API URL",
+    )
+    first.add_argument("--tenant", default=FIRST_TENANT, help=f"the tenant to create (default: {FIRST_TENANT})")
+    first.add_argument("--principal", default=FIRST_ADMIN,
+                       help=f"the administrator's principal (default: {FIRST_ADMIN}), in {ADMINS}")
+    first.set_defaults(run=_bootstrap)
+
+
+# `bootstrap`'s defaults: a tenant, and an administrator of it (a key in group:admins, docs/decisions.md).
+FIRST_TENANT = "default"
+FIRST_ADMIN = "user:admin"
+ADMINS = "group:admins"
 
 STAGE_OPTIONS = ("stack", "rest_api_id", "stage_name", "keys_table", "main_table", "region", "profile")
 
@@ -185,6 +199,29 @@ def _create_key(args: argparse.Namespace) -> int:
         f"key {made['key_id']} for tenant {made['tenant']}, principal {made['principal']}"
         + (f", groups {','.join(made['groups'])}" if made["groups"] else "")
         + f"\n{made['key']}\nThis is the only time the key is shown: hand it over now (header x-api-key).",
+    )
+    return 0
+
+
+def _bootstrap(args: argparse.Namespace) -> int:
+    """One command from `cdk deploy` to a working key: the tenant (kept if it exists), then a key of an
+    administrator of it, printed once with the stage's URL and a first request to make."""
+    admin = _admin(args)
+    with step(f"creating tenant {args.tenant} (its usage plan) on the stage"):
+        tenant = admin.create_tenant(args.tenant)
+    with step(f"creating an administrator key for {args.principal} ({ADMINS})"):
+        new = admin.create_key(args.tenant, args.principal, [ADMINS])
+    url = admin.target.invoke_url(admin.region)
+    made = {"api_url": url, "tenant": tenant.name, "tenant_created": tenant.created, **new.info.as_dict(),
+            "key": new.key}
+    _print(
+        args,
+        made,
+        f"API: {url}\n"
+        f"tenant {tenant.name} {'created' if tenant.created else 'exists'}; administrator key {made['key_id']} "
+        f"for {made['principal']} ({ADMINS}):\n{new.key}\n"
+        "This is the only time the key is shown: keep it now (header x-api-key). A first request:\n"
+        f"  curl -H 'x-api-key: {new.key}' {url}/v1/memories",
     )
     return 0
 

@@ -132,6 +132,15 @@ class StageAdmin:
         self._keys = DynamoKeyRepository(dynamodb, target.keys_table)
         self._target = target
 
+    @property
+    def target(self) -> StageTarget:
+        return self._target
+
+    @property
+    def region(self) -> str:
+        """The region the commands reach the stage in (the URL of a stage named by id carries it)."""
+        return str(self._apigw.meta.region_name)
+
     # -- tenants -----------------------------------------------------------------------------
 
     def usage_plan_name(self, tenant: str) -> str:

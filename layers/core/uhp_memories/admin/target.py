@@ -52,6 +52,7 @@ class StageTarget:
     tenant_burst: int = DEFAULT_TENANT_BURST
     tenant_quota_per_month: int = DEFAULT_TENANT_QUOTA_PER_MONTH
     main_table: str = ""  # read by `tenants delete` only (whether the tenant still holds memories)
+    api_url: str = ""  # the stage's invoke URL (`bootstrap` prints it): the stack's ApiUrl output
 
     @classmethod
     def from_stack(cls, cloudformation: Any, stack_name: str) -> StageTarget:
@@ -70,7 +71,12 @@ class StageTarget:
                 float(found.get(outputs.TENANT_QUOTA_PER_MONTH, DEFAULT_TENANT_QUOTA_PER_MONTH))
             ),
             main_table=found.get(outputs.MAIN_TABLE_NAME, ""),
+            api_url=found.get(outputs.API_URL, ""),
         )
+
+    def invoke_url(self, region: str) -> str:
+        """The stage's URL: the stack's own output, or API Gateway's form for a REST API named by id."""
+        return self.api_url.rstrip("/") or f"https://{self.rest_api_id}.execute-api.{region}.amazonaws.com/{self.stage_name}"
 
 
 def stack_outputs(cloudformation: Any, stack_name: str) -> dict[str, str]:
