@@ -13,7 +13,7 @@ import pytest
 
 from tests.loopback_chat import LoopbackChat, Reply, completion, episodes_in, json_reply
 from uhp_memories.adapters import prompts
-from uhp_memories.adapters.openai_compat import OpenAICompatDeriver, chat_completions_url
+from uhp_memories.adapters.openai_compat import OpenAICompatDeriver, chat_completions_url, endpoint_answers
 from uhp_memories.domain.observing.model import (
     DerivationMalformed,
     DerivationRefused,
@@ -236,3 +236,28 @@ def test_a_judgement_that_does_not_judge_every_pair_once_is_malformed(chat: Loop
     chat.respond = lambda request: json_reply(completion(json.dumps({"verdicts": verdicts})))
     with pytest.raises(DerivationMalformed):
         deriver(chat).judge(PAIRS)
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_start_up_check_says_whether_anything_answers_at_the_endpoint(chat: LoopbackChat) -> None:
+    """Issue 37: an endpoint that was not there showed only as derive jobs retrying, minutes later."""
+    assert endpoint_answers(chat.url) is None  # it answers GET with an error status: still there
+    silent = endpoint_answers(f"http://127.0.0.1:{closed_port()}", timeout_s=1.0)
+    assert silent is not None
+    assert "refused" in silent.lower()
+
+
+def test_serve_says_in_one_line_that_the_derivation_endpoint_does_not_answer() -> None:
+    from uhp_memories.local.cli import _connected
+    from uhp_memories.settings import Settings
+
+    base = f"http://127.0.0.1:{closed_port()}"
+    lines = _connected(Settings(derivation="openai", derivation_base_url=base, derivation_model="m"))
+    assert lines[0] == f"observe derives with m at {base}"
+    assert lines[1].startswith(f"the derivation endpoint {base} does not answer (")
+    assert lines[1].endswith("derive jobs will retry, then fail, until it does")

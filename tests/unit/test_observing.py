@@ -3,19 +3,26 @@ deriver standing in for a model (the adapters have their own tests: test_derivat
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 
 from tests.unit.conftest import Observing, World, caller, make_observing
+from uhp_memories import workflows
+from uhp_memories.api import presenters
 from uhp_memories.domain.errors import MemoryForbidden, MemoryNotFound
 from uhp_memories.domain.observing.model import (
+    DERIVE_RETRIES,
     DERIVER,
     DerivationError,
     DerivationMalformed,
     DerivationRefused,
     DerivationThrottled,
+    DerivationUnavailable,
     DerivationUsage,
     Derived,
     DerivedFact,
@@ -198,3 +205,39 @@ def test_a_derive_job_is_read_with_read_on_its_memory_and_is_unknown_elsewhere(w
         observing.service.job(MALLORY, memory, observed.job.id)
     with pytest.raises(JobNotFound):
         observing.service.job(ALICE, other, observed.job.id)
+
+
+def test_a_job_being_retried_says_its_last_error_and_when_it_is_tried_next(world: World) -> None:
+    """A derive job whose model is down sat `pending`, `error: null`, through minutes of the workflow's
+    retries (issue 37): it now says how many times it failed, why, and when the next attempt is due."""
+    deriver = ScriptedDeriver([DerivationUnavailable("unavailable")] * 6)
+    observing, memory = setup(world, deriver, run=False)
+    observed = observing.service.observe(ALICE, memory, episodes("Acme called."))
+    assert observed.job is not None
+    pauses = []
+    for failures in range(1, DERIVE_RETRIES.max_attempts + 2):
+        with pytest.raises(DerivationUnavailable):
+            observing.service.derive("acme", memory, observed.job.id)
+        job = observing.service.job(ALICE, memory, observed.job.id).job
+        assert job.status == "pending"
+        retrying = job.result["retrying"]
+        assert (retrying["failures"], retrying["last_error"]) == (failures, "unavailable")
+        due = retrying["next_attempt_at"]
+        now = world.clock.now  # the fake clock's last instant: the failure's, within a few ms
+        pauses.append(None if due is None else round((datetime.fromisoformat(due).timestamp() * 1000 - now) / 1000))
+    assert pauses == [10, 20, 40, 80, 160, None]  # derive.asl.json's backoff; none left after the fifth retry
+    shown = presenters.job(job).model_dump()  # GET .../jobs/{id}
+    assert (shown["status"], shown["error"], shown["retrying"]) == ("pending", None, {
+        "failures": 6, "last_error": "unavailable", "next_attempt_at": None})
+    failed = observing.service.record_failure("acme", observed.job.id, "DerivationUnavailable")
+    assert failed is not None
+    assert (failed.status, failed.result["error"], presenters.job(failed).retrying) == (
+        "failed", "DerivationUnavailable", None)
+
+
+def test_the_retry_policy_the_job_states_is_the_workflows() -> None:
+    definition = json.loads((Path(workflows.__file__).parent / "derive.asl.json").read_text())
+    [retry] = [r for r in definition["States"]["Derive"]["Retry"] if "DerivationUnavailable" in r["ErrorEquals"]]
+    assert set(retry["ErrorEquals"]) == {"DerivationThrottled", "DerivationUnavailable"}
+    assert (retry["IntervalSeconds"], retry["BackoffRate"], retry["MaxAttempts"]) == (
+        DERIVE_RETRIES.interval_s, DERIVE_RETRIES.backoff, DERIVE_RETRIES.max_attempts)

@@ -54,6 +54,21 @@ def chat_completions_url(base_url: str) -> str:
     return root + CHAT_COMPLETIONS
 
 
+def endpoint_answers(base_url: str, timeout_s: float = 2.0) -> str | None:
+    """None when something answers HTTP at the endpoint (any status: a wrong path or key is still an
+    endpoint that is there), else why not, in a few words (refused, timed out...). A start-up check: one
+    GET of {base}/v1/models, which OpenAI-compatible servers serve, sending no key and no content."""
+    url = chat_completions_url(base_url).removesuffix(CHAT_COMPLETIONS) + "/v1/models"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s):  # noqa: S310 (http or https, checked above)
+            return None
+    except urllib.error.HTTPError:
+        return None
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
+        reason = getattr(error, "reason", error)
+        return str(reason) or type(error).__name__
+
+
 class OpenAICompatDeriver:
     """The Deriver port on an OpenAI-compatible chat endpoint at `base_url` (e.g. http://127.0.0.1:8080
     for llama.cpp, http://localhost:11434 for Ollama), serving `model`.
@@ -172,7 +187,8 @@ class OpenAICompatDeriver:
             raise failure from error
         except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
             # Refused, reset, timed out, or a reply that was not HTTP: the endpoint is not there now.
-            logger.warning("derivation failed", extra={"model": self._model, "error_code": type(error).__name__})
+            logger.warning("derivation failed: the endpoint did not answer",
+                           extra={"model": self._model, "reason": "unavailable", "error_code": type(error).__name__})
             raise DerivationUnavailable(
                 "unavailable", f"the endpoint did not answer: {type(error).__name__}"
             ) from error

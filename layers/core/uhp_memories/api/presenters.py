@@ -144,6 +144,7 @@ def job(j: Job, records: Sequence[RecordView] = ()) -> schemas.JobOut:
         records=[record(v) for v in records],
         usage=result.get("usage") if j.kind == "derive" else None,
         model=result.get("model") if j.kind == "derive" else None,
+        retrying=schemas.RetryingOut(**result["retrying"]) if j.status == "pending" and "retrying" in result else None,
     )
 
 

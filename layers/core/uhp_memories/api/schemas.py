@@ -323,6 +323,13 @@ class JobRef(BaseModel):
     status: Literal["pending", "running", "completed", "failed"]
 
 
+class RetryingOut(BaseModel):
+    failures: int = Field(description="how many times the job's step has failed so far")
+    last_error: str = Field(description="the last failure's reason (unavailable, throttled, ...)")
+    next_attempt_at: str | None = Field(
+        description="when the workflow tries again; null after the last attempt (the job then fails)")
+
+
 class JobOut(BaseModel):
     id: str
     object: Literal["memory.job"] = "memory.job"
@@ -340,6 +347,8 @@ class JobOut(BaseModel):
     error: str | None = None
     usage: dict[str, int] | None = Field(default=None, description="a derive job: the model's tokens")
     model: str | None = Field(default=None, description="a derive job: the model that derived")
+    retrying: RetryingOut | None = Field(
+        default=None, description="a pending derive job whose model call failed and is being tried again")
 
 
 class JobAccepted(BaseModel):

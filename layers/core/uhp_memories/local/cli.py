@@ -135,6 +135,14 @@ def _connected(settings: Settings) -> list[str]:
     lines = []
     if settings.derivation != "none":
         lines.append(f"observe derives with {settings.derivation_model} at {settings.derivation_base_url}")
+        if settings.derivation == "openai":
+            from uhp_memories.adapters.openai_compat import endpoint_answers
+
+            # Said at start, once: an endpoint that is not there shows only as jobs retrying, minutes later.
+            silent = endpoint_answers(settings.derivation_base_url)
+            if silent is not None:
+                lines.append(f"the derivation endpoint {settings.derivation_base_url} does not answer ({silent}): "
+                             "derive jobs will retry, then fail, until it does")
     if settings.mem0 != "none":
         lines.append(f"mem0 ({settings.mem0}) is connected: memories created with \"provider\": \"mem0\" keep "
                      "their records there")

@@ -142,6 +142,27 @@ class DerivationUnavailable(DerivationError):
     retryable = True
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How the derive workflow sends its step again after a retryable failure: workflows/derive.asl.json's
+    Retry for DerivationThrottled and DerivationUnavailable (tests/unit/test_observing.py holds the two
+    alike). Step Functions waits `interval_s`, then `backoff` times longer each time, `max_attempts` times."""
+
+    interval_s: float
+    backoff: float
+    max_attempts: int
+
+    def pause_after(self, failures: int) -> float | None:
+        """The wait before the next attempt once the step has failed `failures` times; None when no
+        attempt is left (the job then fails with the last error)."""
+        if failures > self.max_attempts:
+            return None
+        return self.interval_s * self.backoff ** (failures - 1)
+
+
+DERIVE_RETRIES = RetryPolicy(interval_s=10, backoff=2, max_attempts=5)
+
+
 def check_batch(episodes: Sequence[EpisodeText]) -> None:
     """What every deriver requires of its input, before it calls a model."""
     if not episodes:

@@ -32,6 +32,7 @@ from uhp_memories.domain.limits import OBSERVE_BYTES
 from uhp_memories.domain.model import Caller
 from uhp_memories.domain.observing.model import (
     DERIVE,
+    DERIVE_RETRIES,
     DERIVER,
     DerivationError,
     DerivationUsage,
@@ -134,6 +135,7 @@ class ObserveService:
                 derived = deriver.derive([EpisodeText.of(e) for e in episodes])
             except DerivationError as error:
                 if error.retryable:
+                    self._note_retry(job, error)
                     raise
                 return self._finish(job, "failed", error=error.reason, usage=error.usage)
             plan = [
@@ -168,6 +170,18 @@ class ObserveService:
         return self._finish(job, "failed", error=error)
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _note_retry(self, job: Job, error: DerivationError) -> None:
+        """While the workflow sends the step again, the job says so (GET .../jobs/{id}): how many times
+        it failed, the last error's reason, and when the next attempt is due (none after the last: the job
+        then fails with that error). It sat `pending`, `error: null`, through minutes of retries."""
+        failures = int(job.result.get("retrying", {}).get("failures", 0)) + 1
+        pause = DERIVE_RETRIES.pause_after(failures)
+        due = None if pause is None else format_ms(self._ports.clock.now_ms() + int(pause * 1000))
+        logger.warning("derivation failed, to be retried",
+                       extra={"job_id": job.id, "reason": error.reason, "failures": failures, "next_attempt_at": due})
+        retrying = {"failures": failures, "last_error": error.reason, "next_attempt_at": due}
+        self._jobs.progress(job.tenant, job.id, {**job.result, "retrying": retrying})
 
     def _episodes(self, job: Job) -> list[RecordVersion]:
         """The job's episodes still there, in the order observed (an erased one is left out)."""
