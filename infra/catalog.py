@@ -49,7 +49,7 @@ class Access:
     main_table_stream: bool = False  # consumes the main table's stream (the search indexer)
     keys_table: bool = False  # reads API keys by hash (the authorizer only)
     idempotency_table: bool = False  # Powertools idempotency records (writes with an Idempotency-Key)
-    idempotency_purge: bool = False  # scans and deletes kept responses (erase)
+    idempotency_purge: bool = False  # finds kept responses by the ids erased (mentions index) and deletes them
     files: bool = False  # reads and writes file bytes (objects and their versions) in the files bucket
     files_purge: bool = False  # lists and deletes every version of objects (erase, memory delete)
     search: Level = ""  # IAM-signed requests to the recall index, when the stage has a domain: read, or read and write
@@ -120,7 +120,9 @@ FUNCTION_ACCESS: Mapping[str, Access] = {
     ),
     "jobs": Access(main_table="read"),  # GET only: no idempotency
     # An erase in a memory another provider keeps runs within the request (the provider removes what it keeps).
-    "erase": Access(main_table="write", idempotency_table=True, start_workflows=("erase",), mem0="connect"),
+    # idempotency_purge: erase in another provider's memory purges kept answers within the request.
+    "erase": Access(main_table="write", idempotency_table=True, idempotency_purge=True, start_workflows=("erase",),
+                    mem0="connect"),
     "files": Access(main_table="write", idempotency_table=True, files=True),
     # A write operation revises (and indexes); a read one may run a recall template.
     "operations": Access(main_table="write", idempotency_table=True, search="write", embeddings=True),

@@ -87,7 +87,7 @@ def erase_files(state: s.EraseResolved) -> s.FilesErased:
 
 @step(s.EraseResolved)
 def erase_cached_responses(state: s.EraseResolved) -> s.ResponsesErased:
-    return s.ResponsesErased(responses=_removal().erase_cached_responses(state.targets.to_domain()))
+    return s.ResponsesErased(responses=_removal().erase_cached_responses(state.tenant, state.targets.to_domain()))
 
 
 @step(s.EraseResolved)

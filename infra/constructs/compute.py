@@ -31,7 +31,7 @@ from infra.constructs.workflows import Workflows
 from infra.layout import AUTHORIZER, Layout
 from infra.nag import acknowledge
 from uhp_memories.adapters.dynamodb.items import RECORD_ENTITY
-from uhp_memories.adapters.dynamodb.schema import MAIN_TABLE
+from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE, MAIN_TABLE
 
 TIMEOUTS = {
     "api": Duration.seconds(28),  # under API Gateway's 29 s integration timeout
@@ -159,7 +159,8 @@ class ServiceFunctions(Construct):
         if access.idempotency_table:
             function.allow_table(data.idempotency_table, IDEMPOTENCY_TABLE_ACTIONS)
         if access.idempotency_purge:
-            function.allow_table(data.idempotency_table, IDEMPOTENCY_PURGE_ACTIONS)
+            function.allow_table(data.idempotency_table, IDEMPOTENCY_PURGE_ACTIONS,
+                                 tuple(index.name for index in IDEMPOTENCY_TABLE.indexes))
         self._grant_files(function, access)
         if access.derivation == "call" and self._derivation.derives:
             self._derivation.grant_call(function)

@@ -32,10 +32,16 @@ MAIN_TABLE_WRITE_ACTIONS = (
 )
 MAIN_TABLE_ACTIONS = MAIN_TABLE_READ_ACTIONS + MAIN_TABLE_WRITE_ACTIONS
 # What Powertools' DynamoDBPersistenceLayer does.
-IDEMPOTENCY_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
-# What erase does to kept responses: scan for the erased ids, delete what names them, and take them
-# out of the write markers that name them (adapters/dynamodb/idempotency.py).
-IDEMPOTENCY_PURGE_ACTIONS = ("dynamodb:Scan", "dynamodb:DeleteItem", "dynamodb:UpdateItem")
+# BatchWriteItem: the pointers a kept answer leaves beside it, one per erasable id it names.
+IDEMPOTENCY_TABLE_ACTIONS = (
+    "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"
+)
+# What erase does to kept responses: query the mentions index for each erased id, delete the kept
+# answers the pointers lead to, take the ids out of the write markers (read, then a conditional
+# update) and delete the pointers (adapters/dynamodb/idempotency.py). Never a Scan.
+IDEMPOTENCY_PURGE_ACTIONS = (
+    "dynamodb:Query", "dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"
+)
 KEYS_TABLE_ACTIONS = ("dynamodb:GetItem",)
 LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
 # Traces and metrics on (uhp_memories.settings; uhp_memories/api/observability.py).

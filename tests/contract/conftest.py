@@ -4,11 +4,12 @@ that share one table; a suite's tests take the fixture and so run once per adapt
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import pytest
 
@@ -200,7 +201,7 @@ class KeptResponses:
     """The kept idempotent responses, and how a test plants one (as a request answered would)."""
 
     responses: CachedResponses
-    keep: Callable[[str, str], None]
+    keep: Callable[[str, str, str], None]  # (tenant, key, data)
     count: Callable[[], int]
 
 
@@ -212,25 +213,29 @@ def kept(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
         return
     with moto(monkeypatch):
         import boto3
+        from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
-        from uhp_memories.adapters.dynamodb.idempotency import DynamoCachedResponses
+        from uhp_memories.adapters.dynamodb.idempotency import (
+            MENTION_PREFIX,
+            DynamoCachedResponses,
+            PackedDynamoDBPersistenceLayer,
+        )
         from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE
 
         client = boto3.client("dynamodb", region_name=REGION)
         name = unique_name("idempotency")
         client.create_table(**IDEMPOTENCY_TABLE.create_table_kwargs(name))
+        store = PackedDynamoDBPersistenceLayer(table_name=name, boto3_client=client)
+        store.configure(IdempotencyConfig(event_key_jmespath="key", expires_after_seconds=3600), "contract")
 
-        def keep(key: str, data: str) -> None:
-            # The item Powertools' persistence layer writes once a request completed.
-            item: dict[str, Any] = {
-                "id": {"S": key},
-                "status": {"S": "COMPLETED"},
-                "expiration": {"N": "4102444800"},
-                "data": {"S": data},
-            }
-            client.put_item(TableName=name, Item=item)
+        def keep(tenant: str, key: str, data: str) -> None:
+            # As Powertools' persistence layer keeps a request's answer once it completed (the server's own
+            # store: packed, with the pointers erase finds it by).
+            store.save_success({"key": key, "requestContext": {"authorizer": {"tenant": tenant}}}, json.loads(data)
+                               if data.startswith("{") else {"body": data})
 
-        def count() -> int:
-            return int(client.scan(TableName=name, Select="COUNT")["Count"])
+        def count() -> int:  # the kept answers, not the pointers beside them
+            return int(client.scan(TableName=name, Select="COUNT", FilterExpression="NOT begins_with(id, :m)",
+                                   ExpressionAttributeValues={":m": {"S": MENTION_PREFIX}})["Count"])
 
         yield KeptResponses(DynamoCachedResponses(client, name), keep, count)

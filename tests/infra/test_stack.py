@@ -36,8 +36,11 @@ MAIN = MAIN_READ | {
     "dynamodb:BatchWriteItem",
     "dynamodb:ConditionCheckItem",
 }
-IDEMPOTENCY = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
-IDEMPOTENCY_PURGE = {"dynamodb:Scan", "dynamodb:DeleteItem", "dynamodb:UpdateItem"}
+IDEMPOTENCY = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+               "dynamodb:BatchWriteItem"}
+# Never a Scan: erase finds kept answers through the mentions index.
+IDEMPOTENCY_PURGE = {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem",
+                     "dynamodb:BatchWriteItem"}
 FILES = {"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"}
 FILES_PURGE = {"s3:DeleteObject", "s3:DeleteObjectVersion"}
 # (action, path under the domain): reads never PUT, _bulk or _delete_by_query; nothing deletes by DELETE.
@@ -202,6 +205,7 @@ def expected_permissions(synth: Synth, name: str, access: Access) -> set[tuple[s
         pairs |= {(a, f"<{idem}.Arn>") for a in IDEMPOTENCY}
     if access.idempotency_purge:
         pairs |= {(a, f"<{idem}.Arn>") for a in IDEMPOTENCY_PURGE}
+        pairs |= {("dynamodb:Query", f"<{idem}.Arn>/index/{index.name}") for index in IDEMPOTENCY_TABLE.indexes}
     if access.files:
         pairs |= {(a, f"<{bucket}.Arn>/*") for a in FILES}
     if access.files_purge:

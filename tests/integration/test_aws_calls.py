@@ -83,6 +83,9 @@ def _tables_of(params: dict[str, Any]) -> set[str]:
 def calls(local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch) -> Iterator[Calls]:
     container = local_aws.container
     assert container is not None
+    # The session's stage is shared: a workflow an earlier test started (an erase, a memory's deletion)
+    # would be counted as this test's calls if it were still running.
+    assert local_aws.wait_for_workflows(120), "an earlier test's workflow did not end"
     settings = container.settings
     counted = Calls(
         {settings.table_name: "main", settings.idempotency_table_name: "idempotency", settings.keys_table_name: "keys"}

@@ -235,3 +235,28 @@ def leaves(error: BaseException) -> list[BaseException]:
     if isinstance(error, BaseExceptionGroup):
         return [leaf for inner in error.exceptions for leaf in leaves(inner)]
     return [error]
+
+
+def test_a_person_s_key_is_offered_write_tools_only_where_it_may_write(
+    alice: Client, make_client: ClientFactory
+) -> None:
+    """§9.1, write tools only where the key may write, for a person's key as for a harness's (issue 37):
+    a key that may only read anywhere is offered the read tools; one write grant offers the write tools;
+    a session memory it may only read offers the read tools, whatever it may write elsewhere."""
+    team = alice.create_memory("Team")
+    alice.grant(team["id"], "user:reader", "read")
+    reader = make_client("user:reader")
+
+    def names(mcp: McpClient) -> Any:
+        async def listed() -> set[str]:
+            return {t.name for t in (await mcp.list_tools()).tools}
+
+        return listed()
+
+    assert with_mcp(reader, names) == READ_TOOLS
+    assert with_mcp(alice, names) == READ_TOOLS | WRITE_TOOLS  # the owner of Team may write there
+    own = alice.create_memory("Reader's notes")
+    alice.grant(own["id"], "user:reader", "read", "write")
+    assert with_mcp(reader, names) == READ_TOOLS | WRITE_TOOLS
+    assert with_session(reader, team["id"], names) == READ_TOOLS
+    assert with_session(reader, own["id"], names) == READ_TOOLS | WRITE_TOOLS

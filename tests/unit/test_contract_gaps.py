@@ -5,11 +5,11 @@ memory_query is described with, and the named-query tool's typed enum and defaul
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from tests.unit.test_mcp_tools import offering_container
 from uhp_memories.adapters.opensearch import free_query
 from uhp_memories.domain.model import Caller
 from uhp_memories.domain.queries.model import NamedQuery
@@ -43,18 +43,9 @@ def test_the_free_query_guide_names_the_language_every_field_and_clause_and_its_
     free_query.confine(json.loads(example), "t", "m", 10)  # the example is a statement the allowlist admits
 
 
-def _container(free: tuple[str, ...], queries: dict[str, list[NamedQuery]]) -> Any:
-    views = [SimpleNamespace(memory=SimpleNamespace(id=m)) for m in queries]
-    return SimpleNamespace(
-        queries=SimpleNamespace(free_languages_configured=lambda: free, list=lambda caller, mid: queries[mid]),
-        memories=SimpleNamespace(list=lambda caller: SimpleNamespace(items=views)),
-        types=SimpleNamespace(list=lambda caller: []),
-        harnesses=SimpleNamespace(starting=lambda caller, harness_id: []),
-    )
-
-
 def test_memory_query_is_offered_with_its_languages_guide_and_those_languages_alone() -> None:
-    [tool] = [t for t in tools.offered(_container((free_query.LANGUAGE,), {}), USER) if t.name == "memory_query"]
+    offered = tools.offered(offering_container((free_query.LANGUAGE,), {}), USER)
+    [tool] = [t for t in offered if t.name == "memory_query"]
     assert free_query.guide() in tool.description
     assert tool.input_schema["properties"]["language"]["enum"] == [free_query.LANGUAGE]
     assert "enum" not in tools.BY_NAME["memory_query"].input_schema["properties"]["language"]  # the static one
@@ -68,7 +59,7 @@ def test_a_named_query_tool_carries_enum_and_default_of_the_param_s_type_only() 
         "rate": {"type": "number", "enum": [1, True]},  # a boolean is no number
     }}
     query = NamedQuery("t", "m1", "deals_in", "Deals", params, "read", "uhp-recall", {}, "user:alice", 0)
-    [tool] = [t for t in tools.offered(_container((), {"m1": [query]}), USER) if t.name.endswith("deals_in")]
+    [tool] = [t for t in tools.offered(offering_container((), {"m1": [query]}), USER) if t.name.endswith("deals_in")]
     properties = tool.input_schema["properties"]
     assert properties["stage"] == {"type": "string", "enum": ["open", "won"], "default": "open"}
     assert properties["top"] == {"type": "integer", "default": 5}

@@ -65,7 +65,7 @@ def run_erase(removal: RemovalService, payload: dict[str, Any]) -> None:
         targets = s.EraseResolved.model_validate(state).targets.to_domain()
         removal.erase_from_index(started.tenant, targets.versions)
         removal.erase_files(started.tenant, targets)
-        removal.erase_cached_responses(targets)
+        removal.erase_cached_responses(started.tenant, targets)
         swept = removal.erase_records(started.tenant, targets)
         removal.finish_erase(started.tenant, started.job_id, targets.versions + swept.versions)
     except Exception as error:
@@ -112,8 +112,8 @@ def test_erase_removes_whole_chains_and_what_was_derived_from_them_in_other_memo
     derived = setup.remember(summaries, "Acme renews in spring.",
                              references=({"rel": "derived_from", "memory_id": private, "record_id": revised.id},))
     kept = setup.remember(private, "Globex prefers email.")
-    setup.cached.keep("answer-1", f'{{"id": "{revised.id}"}}')
-    setup.cached.keep("answer-2", f'{{"id": "{kept.id}"}}')
+    setup.cached.keep(ALICE.tenant, "answer-1", f'{{"id": "{revised.id}"}}')
+    setup.cached.keep(ALICE.tenant, "answer-2", f'{{"id": "{kept.id}"}}')
 
     job = setup.removal.erase(ALICE, private, [first.id], None)
 
@@ -272,12 +272,13 @@ def test_erase_files_removes_every_object_version_of_the_chains_and_of_the_uploa
 
 
 def test_erase_cached_responses_purges_those_that_mention_a_version_or_a_file(setup: Setup) -> None:
-    setup.cached.keep("a", '{"id": "hrec_1"}')
-    setup.cached.keep("b", '{"file": {"id": "file_1"}}')
-    setup.cached.keep("c", '{"id": "hrec_9"}')
+    setup.cached.keep("acme", "a", '{"id": "hrec_1"}')
+    setup.cached.keep("acme", "b", '{"file": {"id": "file_1"}}')
+    setup.cached.keep("acme", "c", '{"id": "hrec_9"}')
+    setup.cached.keep("globex", "d", '{"id": "hrec_1"}')  # another tenant's: never reached
     targets = EraseTargets(versions=(VersionTarget("hrec_1", "hmem_a"),), files=("file_1",))
-    assert setup.removal.erase_cached_responses(targets) == 2
-    assert list(setup.cached.responses) == ["c"]
+    assert setup.removal.erase_cached_responses("acme", targets) == 2
+    assert list(setup.cached.responses) == ["c", "d"]
 
 
 def test_finish_erase_reports_what_the_deployment_keeps_beyond_reach(world: World) -> None:

@@ -12,7 +12,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from uhp_memories.adapters.dynamodb.idempotency import WriteKey, WriteKeyTaken, writing_under
+from uhp_memories.adapters.dynamodb.idempotency import (
+    MENTION_PREFIX,
+    DynamoCachedResponses,
+    WriteKey,
+    WriteKeyTaken,
+    writing_under,
+)
 from uhp_memories.adapters.dynamodb.schema import IDEMPOTENCY_TABLE, MAIN_TABLE
 from uhp_memories.adapters.dynamodb.table import ConditionFailed, DynamoTable
 
@@ -41,7 +47,13 @@ def key(body: str = "{}") -> WriteKey:
 
 
 def items(client: Any, table: str) -> list[dict[str, Any]]:
-    return client.scan(TableName=table)["Items"]
+    """The table's items; of the idempotency table's, the markers (the pointers: `pointers`)."""
+    found = client.scan(TableName=table)["Items"]
+    return [i for i in found if not i["id"]["S"].startswith(MENTION_PREFIX)] if table == IDEM else found
+
+
+def pointers(client: Any) -> list[dict[str, Any]]:
+    return [i for i in client.scan(TableName=IDEM)["Items"] if i["id"]["S"].startswith(MENTION_PREFIX)]
 
 
 def item(n: int) -> dict[str, Any]:
@@ -90,3 +102,23 @@ def test_a_transaction_of_100_items_puts_its_marker_after(tables: tuple[DynamoTa
     assert len(items(client, MAIN)) == 100
     (marker,) = items(client, IDEM)
     assert len(marker["written"]["L"]) == 100  # at most 100 ids are kept
+
+
+def test_the_marker_carries_a_pointer_per_record_id_erase_takes_out(tables: tuple[DynamoTable, Any]) -> None:
+    """The marker's pointers ride in its transaction (one call), one per erasable id, scoped to the
+    tenant; erase finds the marker by them, takes the id out and leaves the marker."""
+    table, client = tables
+    sent: list[str] = []
+    client.meta.events.register("before-call.dynamodb", lambda model, **_: sent.append(model.name))
+    with writing_under(key()):
+        table.transact([table.put_op(item(1)), table.put_op(item(2))])
+    assert sent == ["TransactWriteItems"]
+    assert sorted(p["mentioned"]["S"] for p in pointers(client)) == [f"t#hrec_{n:032x}" for n in (1, 2)]
+    assert DynamoCachedResponses(client, IDEM).purge_mentioning("other", [f"hrec_{1:032x}"]) == 0
+    assert len(pointers(client)) == 2  # another tenant's erase reaches nothing
+    sent.clear()
+    assert DynamoCachedResponses(client, IDEM).purge_mentioning("t", [f"hrec_{1:032x}"]) == 0  # no answer went
+    assert sent == ["Query", "GetItem", "UpdateItem", "BatchWriteItem"]  # found by the id, never a Scan
+    (marker,) = items(client, IDEM)
+    assert [v["S"] for v in marker["written"]["L"]] == ["hmem_" + "0" * 32, f"hrec_{2:032x}"]
+    assert [p["mentioned"]["S"] for p in pointers(client)] == [f"t#hrec_{2:032x}"]

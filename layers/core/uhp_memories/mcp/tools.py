@@ -80,10 +80,15 @@ def starting(container: Container, caller: Caller) -> list[Attachment]:
 
 
 def may_write(container: Container, caller: Caller) -> bool:
-    """Write tools are offered to a harness that may write somewhere it starts (its session's memory
-    counts); any other key is checked per call."""
+    """Write tools are offered only where the key may write (§9.1): a harness that may write somewhere it
+    starts (its session's memory counts); any other key that holds `write` on its session's memory, or,
+    naming none, on a memory it was granted (inheritance only carries a grant down, so a key that may
+    write anywhere holds write on one of those). Every call is checked again."""
     if caller.harness_id is None:
-        return True
+        access = container.ports.access(caller)
+        if caller.session_memory is not None:
+            return access.holds(caller.session_memory, "write")
+        return any(access.holds(memory_id, "write") for memory_id in access.granted_memory_ids)
     return any(a.access == "write" for a in starting(container, caller))
 
 

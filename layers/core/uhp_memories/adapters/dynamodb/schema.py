@@ -81,7 +81,12 @@ MAIN_TABLE = TableSpec(
     stream=True,
 )
 KEYS_TABLE = TableSpec(logical_name="Keys", partition_key="key_hash")
-# The schema Powertools' DynamoDBPersistenceLayer expects, with its TTL attribute.
-IDEMPOTENCY_TABLE = TableSpec(logical_name="Idempotency", partition_key="id", ttl_attribute="expiration")
+# Sparse: only the pointer items a kept answer or a write marker leaves per erasable id it names
+# (adapters/dynamodb/idempotency.py), so erase finds them by the erased id, tenant first, never by a Scan.
+MENTIONS_INDEX = Index("mentions", "mentioned", "points_to", "the kept answers and write markers naming one id")
+# The schema Powertools' DynamoDBPersistenceLayer expects, with its TTL attribute, and the mentions index.
+IDEMPOTENCY_TABLE = TableSpec(
+    logical_name="Idempotency", partition_key="id", ttl_attribute="expiration", indexes=(MENTIONS_INDEX,)
+)
 
 ALL_TABLES = (MAIN_TABLE, KEYS_TABLE, IDEMPOTENCY_TABLE)

@@ -175,15 +175,26 @@ class DynamoTable:
         a request that wrote cannot write again, and a transaction whose marker is taken raises
         WriteKeyTaken (nothing written). A transaction already holding DynamoDB's 100 items puts its
         marker alone right after it commits (a crash between the two writes again, as without a key).
+        The marker's pointers (one per record or file id it names, for erase) go in the transaction
+        when they fit, else in a BatchWriteItem before it.
 
         A transaction DynamoDB would refuse for its size is refused before it is sent (WriteTooLarge),
         marker included; one the marker alone would push over 4 MB puts it after, as one of 100 items."""
         check_transaction(operations)
         key = idempotency.pending()
-        marked = key is not None and len(operations) < TRANSACTION_MAX_ITEMS
-        items = [*operations, key.marker_op(operations)] if key is not None and marked else list(operations)
-        if marked and sizes.transaction_size(items) > TRANSACTION_MAX_BYTES:
-            marked, items = False, list(operations)
+        marked, items = False, list(operations)
+        if key is not None:
+            mentions = key.mention_items(operations)
+            marker = key.marker_op(operations)
+            # The marker's pointers (erase finds the marker by them) ride in the transaction when it
+            # has room, else go just before it: a marker is never there without its pointers.
+            inline = [*operations, *map(key.mention_op, mentions), marker]
+            if len(inline) <= TRANSACTION_MAX_ITEMS and sizes.transaction_size(inline) <= TRANSACTION_MAX_BYTES:
+                marked, items, mentions = True, inline, []
+            elif len(operations) < TRANSACTION_MAX_ITEMS and (
+                    sizes.transaction_size([*operations, marker]) <= TRANSACTION_MAX_BYTES):
+                marked, items = True, [*operations, marker]
+            idempotency.put_items(self.client, key.table, mentions)
         try:
             retrying_conflicts(lambda: self.client.transact_write_items(TransactItems=items))
         except ClientError as error:

@@ -9,7 +9,9 @@ from uhp_memories.domain.model import Caller
 
 
 class CachedResponses(Protocol):
-    def purge_mentioning(self, needles: Sequence[str]) -> int:
+    def purge_mentioning(self, tenant: str, needles: Sequence[str]) -> int:
+        """Remove the tenant's kept answers that name one of `needles` (and the ids from its write
+        markers), found by the ids, never by reading every kept answer; how many answers went."""
         ...
 
 

@@ -130,7 +130,7 @@ class RemovalService:
         done = provider.erase(memory, targets)
         self._ports.memories.count_records(caller.tenant, memory.id, added=-sum(
             1 for t in targets if t.id in set(done.erased) and t.status == "active"))
-        self._cached.purge_mentioning(done.erased)
+        self._cached.purge_mentioning(caller.tenant, done.erased)
         result = {
             "erased": [{"id": rid, "memory_id": memory.id} for rid in done.erased],
             "erased_files": [],
@@ -291,9 +291,9 @@ class RemovalService:
                 self._files.delete(tenant, file_id)
         return removed
 
-    def erase_cached_responses(self, targets: EraseTargets) -> int:
-        """Kept idempotent responses that mention a target; how many went."""
-        return self._cached.purge_mentioning([v.id for v in targets.versions] + list(targets.files))
+    def erase_cached_responses(self, tenant: str, targets: EraseTargets) -> int:
+        """The tenant's kept idempotent responses that mention a target; how many went."""
+        return self._cached.purge_mentioning(tenant, [v.id for v in targets.versions] + list(targets.files))
 
     def erase_records(self, tenant: str, targets: EraseTargets) -> EraseTargets:
         """Remove the targets' version chains for good, then what was derived from them after they were
