@@ -324,6 +324,14 @@ class StageConfig(_Strict):
     idempotency_seconds: int = Field(default=24 * 3600, ge=60, le=30 * 24 * 3600)
     lambda_memory_mb: int = Field(default=1024, ge=128, le=10240)
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    alarm_account_concurrency: int = Field(
+        default=800,
+        ge=1,
+        le=1_000_000,
+        description="the account's Lambda concurrent executions in the stage's region (every function of the "
+        "account, not only the stage's) at which the AccountConcurrency alarm fires: 80 % of Lambda's default "
+        "limit of 1,000; set it to 80 % of the account's own limit (Service Quotas) when that was raised",
+    )
     api: ApiConfig = ApiConfig()
     search: SearchConfig = SearchConfig()
     embeddings: EmbeddingsConfig = EmbeddingsConfig()

@@ -7,8 +7,13 @@ own metric, uhp_memories/api/observability.py); and the search domain's recommen
 "Recommended CloudWatch alarms for Amazon OpenSearch Service"): red and yellow status, writes
 blocked, free storage, nodes missing, failed automated snapshots, CPU, JVM memory pressure (and the
 dedicated masters' where there are any), CPU credits of burstable (t2, t3) instances, and the
-customer managed key's errors where the stage encrypts with one. Each alarm notifies one SNS topic,
-subscribed by the stage's `alarm_email` when set.
+customer managed key's errors where the stage encrypts with one. Beside those (issue 35): each
+function's longest invocation near its timeout, Bedrock throttling the stage's models, and the
+account's Lambda concurrency near its limit. Each alarm notifies one SNS topic, subscribed by the
+stage's `alarm_email` when set.
+
+The dashboard graphs what the alarms watch, and the request phases (access, embed, search, read-back:
+uhp_memories/api/observability.py) of the functions that recall and write.
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ from infra.config import StageConfig
 from infra.constructs.functions import ServiceFunction
 from infra.constructs.search import Search
 from infra.nag import acknowledge
-from uhp_memories.api.observability import NAMESPACE, RECALLS, RECALLS_DEGRADED
+from uhp_memories.api.observability import NAMESPACE, PHASE_METRICS, RECALLS, RECALLS_DEGRADED
 
 RECALL_FUNCTION = "recall"
+# The functions whose request phases the dashboard graphs: recall's four, and the writes' access and embed.
+PHASE_FUNCTIONS = (RECALL_FUNCTION, "records", "observe")
 
 PERIOD = Duration.minutes(5)
 MINUTE = Duration.minutes(1)
@@ -48,6 +55,15 @@ SEARCH_MAX_CPU_PERCENT = 80
 SEARCH_MAX_JVM_MEMORY_PRESSURE_PERCENT = 95
 SEARCH_MAX_OLD_GEN_JVM_MEMORY_PRESSURE_PERCENT = 80
 SEARCH_MAX_MASTER_CPU_PERCENT = 50
+# An invocation that took this share of its function's timeout (in 5 minutes): the next slower one
+# times out (API functions answer within their request's deadline, so this is a bound that did not hold).
+NEAR_TIMEOUT_SHARE = 0.9
+# Bedrock refused calls to a model of the stage for its quota (requests or tokens a minute): the
+# clients retry once, so a throttle is a write embedded late (by the indexer) or a recall degraded,
+# and raising a quota takes days: the first one is worth knowing about.
+BEDROCK_THROTTLES_THRESHOLD = 1
+# The dashboard's alarm status widget shows at most 100 alarms (CloudWatch's limit): more take another.
+ALARMS_PER_STATUS_WIDGET = 100
 BURSTABLE_INSTANCE_PREFIXES = ("t2.", "t3.")
 # The operations the service performs on the main table (an alarm's metric math takes 10 metrics at most).
 THROTTLE_OPERATIONS = (
@@ -84,6 +100,9 @@ class Monitoring(Construct):
         self._throttle_alarms(functions, main_table)
         self._workflow_alarms(state_machines)
         self._indexer_alarms(functions, stream_dead_letters)
+        self._near_timeout_alarms(functions)
+        self._bedrock_alarms()
+        self._concurrency_alarm()
         self.recall_degraded = self._recall_metric(functions, RECALLS_DEGRADED)
         if self.recall_degraded is not None:
             self._alarm(
@@ -151,18 +170,84 @@ class Monitoring(Construct):
                 f"the {name} function failed (an error it did not answer, or a timeout)",
             )
 
-    def _recall_metric(self, functions: Mapping[str, ServiceFunction], name: str) -> cloudwatch.Metric | None:
-        """A count the recall function writes (Powertools Metrics: its service is the dimension)."""
-        recall = functions.get(RECALL_FUNCTION)
-        if recall is None:
-            return None
+    def _near_timeout_alarms(self, functions: Mapping[str, ServiceFunction]) -> None:
+        for name, function in functions.items():
+            timeout = function.function.timeout
+            if timeout is None:  # every ServiceFunction sets one (infra/constructs/compute.py, TIMEOUTS)
+                continue
+            near_ms = timeout.to_milliseconds() * NEAR_TIMEOUT_SHARE
+            self._alarm(
+                f"{_pascal(name)}NearTimeout",
+                function.function.metric_duration(period=PERIOD, statistic="Maximum"),
+                near_ms,
+                f"an invocation of the {name} function took {NEAR_TIMEOUT_SHARE:.0%} of its "
+                f"{timeout.to_seconds():.0f} s timeout or more ({near_ms:.0f} ms)",
+            )
+
+    def _bedrock_models(self) -> dict[str, tuple[str, str]]:
+        """Alarm name -> the Bedrock model id the stage's functions call (Bedrock's metrics name the id
+        a call gave: the inference profile's, for a derivation model called through one), and what a
+        throttle costs."""
+        models = {}
+        if self._config.search.enabled:  # without a search domain nothing embeds
+            models["EmbeddingModelThrottles"] = (
+                self._config.embeddings.model_id, "writes are embedded late, by the indexer; recalls degraded")
+        derivation = self._config.derivation
+        if derivation.provider == "bedrock":
+            models["DerivationModelThrottles"] = (derivation.model_id, "derive and consolidate steps retry or fail")
+        return models
+
+    @staticmethod
+    def _bedrock_throttles(model_id: str) -> cloudwatch.Metric:
         return cloudwatch.Metric(
-            namespace=NAMESPACE,
-            metric_name=name,
-            dimensions_map={"service": recall.service_name},
+            namespace="AWS/Bedrock",
+            metric_name="InvocationThrottles",
+            dimensions_map={"ModelId": model_id},
             period=PERIOD,
             statistic="Sum",
         )
+
+    @staticmethod
+    def _account_concurrency() -> cloudwatch.Metric:
+        # No dimension: every function of the account in this region, the stage's and any other's.
+        return cloudwatch.Metric(
+            namespace="AWS/Lambda", metric_name="ConcurrentExecutions", period=PERIOD, statistic="Maximum"
+        )
+
+    def _bedrock_alarms(self) -> None:
+        for name, (model_id, cost) in self._bedrock_models().items():
+            self._alarm(
+                name,
+                self._bedrock_throttles(model_id),
+                BEDROCK_THROTTLES_THRESHOLD,
+                f"Bedrock throttled calls to {model_id} in 5 minutes, at the account's quota for it (Service "
+                f"Quotas): {cost}",
+            )
+
+    def _concurrency_alarm(self) -> None:
+        threshold = self._config.alarm_account_concurrency
+        self._alarm(
+            "AccountConcurrency",
+            self._account_concurrency(),
+            threshold,
+            f"the account's Lambda functions in this region ran {threshold} or more invocations at once "
+            "(near the account's concurrency limit: past it every function is throttled)",
+        )
+
+    def _service_metric(self, function: ServiceFunction, name: str, statistic: str = "Sum") -> cloudwatch.Metric:
+        """A metric a function writes (Powertools Metrics: its service is the dimension)."""
+        return cloudwatch.Metric(
+            namespace=NAMESPACE,
+            metric_name=name,
+            dimensions_map={"service": function.service_name},
+            period=PERIOD,
+            statistic=statistic,
+        )
+
+    def _recall_metric(self, functions: Mapping[str, ServiceFunction], name: str) -> cloudwatch.Metric | None:
+        """A count the recall function writes."""
+        recall = functions.get(RECALL_FUNCTION)
+        return self._service_metric(recall, name) if recall is not None else None
 
     def _throttle_alarms(self, functions: Mapping[str, ServiceFunction], main_table: dynamodb.Table) -> None:
         for name, function in functions.items():
@@ -326,9 +411,13 @@ class Monitoring(Construct):
     ) -> cloudwatch.Dashboard:
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"uhp-memories-{self._config.name}")
         lambdas = {name: fn.function for name, fn in functions.items()}
-        dashboard.add_widgets(
-            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=24),
-        )
+        every_alarm = list(self.alarms.values())
+        for start in range(0, len(every_alarm), ALARMS_PER_STATUS_WIDGET):
+            dashboard.add_widgets(
+                cloudwatch.AlarmStatusWidget(
+                    title="Alarms", alarms=every_alarm[start:start + ALARMS_PER_STATUS_WIDGET], width=24
+                ),
+            )
         dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="API requests and errors",
@@ -390,6 +479,26 @@ class Monitoring(Construct):
                 cloudwatch.GraphWidget(title="Recall answers and degraded ones", left=[recalls, self.recall_degraded],
                                        width=24)
             )
+        phased = [(name, functions[name]) for name in PHASE_FUNCTIONS if name in functions]
+        if phased:
+            dashboard.add_widgets(*[
+                cloudwatch.GraphWidget(
+                    title=f"{name} request phases, p99 (ms)",
+                    left=[
+                        self._service_metric(function, metric, "p99").with_(label=phase)
+                        for phase, metric in PHASE_METRICS.items()
+                    ],
+                    width=24 // len(phased),
+                )
+                for name, function in phased
+            ])
+        models = [model_id for model_id, _ in self._bedrock_models().values()]
+        throttles = [self._bedrock_throttles(model_id).with_(label=model_id) for model_id in models]
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(title="Account Lambda concurrency", left=[self._account_concurrency()],
+                                   width=12 if throttles else 24),
+            *([cloudwatch.GraphWidget(title="Bedrock throttles", left=throttles, width=12)] if throttles else []),
+        )
         if search is not None:
             dashboard.add_widgets(
                 cloudwatch.GraphWidget(

@@ -1,5 +1,7 @@
 """Operating a deployed stage: traces, metrics and correlated logs from every entry point, the alarms
-(each function's errors, the search domain's recommended alarms, degraded recall answers), per-method
+(each function's errors and its invocations near its timeout, the search domain's recommended alarms,
+degraded recall answers, Bedrock throttling the stage's models, the account's Lambda concurrency), the
+dashboard's request phases, per-method
 API metrics off unless a stage turns them on, a customer managed KMS key when a stage asks for one,
 and the recall index's shard count from the stage to the index the functions create."""
 
@@ -45,7 +47,7 @@ def keyed(clean_checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> Syn
     stages = cdk["context"]["uhp-memories:stages"]
     dev = stages["dev"]
     stages["keyed"] = {**dev, "encryption": {"customer_managed_key": True},
-                       "api": {**dev["api"], "detailed_metrics": True}}
+                       "api": {**dev["api"], "detailed_metrics": True}, "alarm_account_concurrency": 2400}
     (root / "cdk.json").write_text(json.dumps(cdk))
     return synthesize(root, "keyed", tmp_path_factory.mktemp("cdk-keyed"))
 
@@ -177,6 +179,79 @@ def test_every_function_alarms_on_its_errors(synth_stage, stage: str) -> None:
     }
 
     assert errors == {f"<{lambda_id(synth, entry.name)}>" for entry in lambda_entries(REPO)}
+
+
+def test_every_function_alarms_when_an_invocation_nears_its_timeout(prod: Synth) -> None:
+    """At 90 % of the timeout each function has in the template (the API's 28 s, the steps' 5 minutes)."""
+    timeouts = {name: props["Properties"]["Timeout"] for name, props in prod.of_type("AWS::Lambda::Function").items()}
+    near = {
+        render(alarm["Dimensions"][0]["Value"]).strip("<>"): alarm
+        for alarm in alarms(prod) if alarm.get("MetricName") == "Duration" and alarm["Namespace"] == "AWS/Lambda"
+    }
+
+    assert set(near) == set(timeouts)
+    for function, alarm in near.items():
+        assert (alarm["Statistic"], alarm["ComparisonOperator"], alarm["Period"], alarm["EvaluationPeriods"]) == (
+            "Maximum", "GreaterThanOrEqualToThreshold", 300, 1), function
+        assert alarm["Threshold"] == pytest.approx(timeouts[function] * 1000 * 0.9), function
+        assert "timeout" in render(alarm["AlarmDescription"])
+    assert {timeouts[lambda_id(prod, "recall")], timeouts[lambda_id(prod, "steps.derive")]} == {28, 300}
+
+
+def bedrock_throttle_alarms(synth: Synth) -> dict[str, dict[str, Any]]:
+    found = {}
+    for alarm in alarms(synth):
+        if (alarm.get("Namespace"), alarm.get("MetricName")) == ("AWS/Bedrock", "InvocationThrottles"):
+            (dimension,) = alarm["Dimensions"]
+            assert dimension["Name"] == "ModelId"
+            found[dimension["Value"]] = alarm
+    return found
+
+
+def test_bedrock_throttling_the_stages_models_alarms(prod: Synth, dev: Synth) -> None:
+    """The embedding model (a stage with a search domain), and the derivation model where it is Bedrock's."""
+    config = dev.stack.config
+    assert config.derivation.provider == "bedrock"
+    assert prod.stack.config.derivation.provider == "none"
+    small, big = bedrock_throttle_alarms(dev), bedrock_throttle_alarms(prod)
+
+    assert set(small) == {config.embeddings.model_id, config.derivation.model_id}
+    assert set(big) == {prod.stack.config.embeddings.model_id}
+    topic = next(iter(dev.of_type("AWS::SNS::Topic")))
+    for alarm in small.values():
+        assert (alarm["Statistic"], alarm["Threshold"], alarm["Period"], alarm["ComparisonOperator"]) == (
+            "Sum", 1, 300, "GreaterThanOrEqualToThreshold")
+        assert alarm["AlarmActions"] == alarm["OKActions"] == [{"Ref": topic}]
+        assert render(alarm["AlarmDescription"]).startswith("uhp-memories dev: Bedrock throttled")
+
+
+def test_the_accounts_lambda_concurrency_alarms_at_the_stages_threshold(prod: Synth, keyed: Synth) -> None:
+    def concurrency(synth: Synth) -> dict[str, Any]:
+        (alarm,) = [a for a in alarms(synth) if a.get("MetricName") == "ConcurrentExecutions"]
+        return alarm
+
+    default, chosen = concurrency(prod), concurrency(keyed)
+    assert (default["Namespace"], default["Statistic"], default["Threshold"]) == ("AWS/Lambda", "Maximum", 800)
+    assert "Dimensions" not in default  # the account's, in the stage's region: every function
+    assert chosen["Threshold"] == keyed.stack.config.alarm_account_concurrency == 2400
+
+
+def test_the_dashboard_shows_every_alarm_and_the_request_phases(prod: Synth) -> None:
+    (dashboard,) = prod.of_type("AWS::CloudWatch::Dashboard").values()
+    widgets = json.loads(render(dashboard["Properties"]["DashboardBody"]))["widgets"]
+    shown = [w["properties"]["alarms"] for w in widgets if w["type"] == "alarm"]
+
+    # CloudWatch takes at most 100 alarms a status widget; together they show every alarm.
+    assert all(len(some) <= 100 for some in shown)
+    assert len(alarms(prod)) > 100
+    assert sorted(a for some in shown for a in some) == sorted(f"<{name}.Arn>" for name in
+                                                               prod.of_type("AWS::CloudWatch::Alarm"))
+    graphed = [
+        metric for w in widgets if w["type"] == "metric" for metric in w["properties"]["metrics"]
+        if metric[0] == observability.NAMESPACE
+    ]
+    recall = environment(prod, "recall")["POWERTOOLS_SERVICE_NAME"]
+    assert {m[1] for m in graphed if m[2:4] == ["service", recall]} >= set(observability.PHASE_METRICS.values())
 
 
 SEARCH_ALARMS = {  # metric -> (statistic, comparison, threshold, period, evaluation periods)

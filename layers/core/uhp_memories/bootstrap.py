@@ -18,7 +18,6 @@ from uhp_memories.adapters.dynamodb.files import DynamoFileRepository
 from uhp_memories.adapters.dynamodb.harnesses import DynamoAttachmentRepository
 from uhp_memories.adapters.dynamodb.idempotency import DynamoCachedResponses, pending_tag
 from uhp_memories.adapters.dynamodb.jobs import DynamoJobRepository
-from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
 from uhp_memories.adapters.dynamodb.paths import DynamoPathRepository
 from uhp_memories.adapters.dynamodb.prime import DynamoPinRepository, DynamoPlacementRepository
 from uhp_memories.adapters.dynamodb.queries import DynamoQueryRepository
@@ -55,6 +54,13 @@ from uhp_memories.domain.removal.service import RemovalService
 from uhp_memories.domain.types.builtin import BUILTIN_TYPES
 from uhp_memories.domain.types.operations import OperationService
 from uhp_memories.domain.types.service import TypeService
+from uhp_memories.phases import (
+    AccessTimedLists,
+    AccessTimedMemories,
+    EmbedTimedEmbedder,
+    ReadBackTimedRecords,
+    search_timed,
+)
 from uhp_memories.settings import Settings
 from uhp_memories.tokens import count_tokens
 
@@ -151,7 +157,7 @@ def build_recall_engine(
         from uhp_memories.local.embedded import EmbeddedSearchIndex
         from uhp_memories.local.minilm import MiniLmEmbedder
 
-        embedder = embedder or MiniLmEmbedder()
+        embedder = embedder or EmbedTimedEmbedder(MiniLmEmbedder())
         if not settings.search_endpoint:
             index: Any = EmbeddedSearchIndex(index_path, model_id=embedder.model_id, dimensions=embedder.dimensions)
             _hand_the_gil_over_promptly()
@@ -168,12 +174,12 @@ def build_recall_engine(
 
         from uhp_memories.adapters.bedrock.embedder import TitanEmbedder, client_config
 
-        embedder = TitanEmbedder(
+        embedder = EmbedTimedEmbedder(TitanEmbedder(
             # Bounded: two attempts of at most 2 + 10 s; inside a request, the time it has left too.
             (session or boto3).client("bedrock-runtime", region_name=settings.region, config=client_config()),
             dimensions=settings.embedding_dimensions,
             model_id=settings.embedding_model_id,
-        )
+        ))
     if search_client is None:
         credentials = session.get_credentials() if session is not None else None
         search_client = connect(settings.search_endpoint, region=settings.region, credentials=credentials)
@@ -356,11 +362,11 @@ def build(
     engine = recall_engine or lazy(lambda: build_recall_engine(settings))
     providers = build_providers(settings, engine)
     ports = Ports(
-        memories=DynamoMemoryRepository(table),
+        memories=AccessTimedMemories(table),
         records=DynamoRecordRepository(table),
         clock=SystemClock(),
         ids=RandomIds(),
-        attachments=attachments,
+        attachments=AccessTimedLists(attachments),
         providers=providers,
         check_timing=MeasuredCheckTiming(),
     )
@@ -371,7 +377,8 @@ def build(
     types = TypeService(ports, DynamoTypeRepository(table), BUILTIN_TYPES)
     records = RecordService(ports, memories, files, engine, paths, types)
     recall = RecallService(
-        ports, memories, records, engine, AbstainPolicy(settings.abstain_similarity), overlap=ThreadOverlap()
+        replace(ports, records=ReadBackTimedRecords(table)), memories, records, search_timed(engine),
+        AbstainPolicy(settings.abstain_similarity), overlap=ThreadOverlap(),
     )
     workflows = StepFunctionsRunner(
         stepfunctions_client,

@@ -9,16 +9,24 @@ and no metric is written: the local server's output stays its request log.
 
 Nothing of a request's content reaches either: the trace records the handler's name, cold start and
 the AWS calls the X-Ray SDK sees (service, operation, table or host; never a body), never the
-handler's answer or an error's message; a metric is a name and a count; the correlation id is the
-API Gateway request id, a workflow job's id or the Lambda request id.
+handler's answer or an error's message; a metric is a name and a count, or a phase's milliseconds;
+the correlation id is the API Gateway request id, a workflow job's id or the Lambda request id.
+
+The phases of a request (`phase`: an access check's reads, embedding, the recall index's searches,
+the hits read back from DynamoDB) are timed at the ports that run them, where the composition root
+builds them (uhp_memories.bootstrap), so the domain knows nothing of it; each is written once per
+invocation, the time its calls took added up (docs/decisions.md, "Alarms and phase metrics").
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Literal
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
@@ -29,6 +37,20 @@ NAMESPACE = "uhp-memories"
 # What the recall handler counts (infra/constructs/monitoring.py alarms on the second).
 RECALLS = "Recalls"
 RECALLS_DEGRADED = "RecallsDegraded"
+# A request's phases, each one metric of its own (a name per phase, not a `phase` dimension: Powertools
+# writes one dimension set for every metric of an invocation, so a dimension per phase would take a
+# log line per phase; either way a phase of a function is one custom metric). The dashboard graphs them.
+Phase = Literal["access", "embed", "search", "read_back"]
+ACCESS: Phase = "access"  # the access check's reads: memories with their grants, the caller's grants, a harness's list
+EMBED: Phase = "embed"  # texts embedded: a recall's query, a write's new versions
+SEARCH: Phase = "search"  # the recall index's searches of one recall
+READ_BACK: Phase = "read_back"  # a recall's hits read back from DynamoDB, the source of truth
+PHASE_METRICS: dict[Phase, str] = {
+    ACCESS: "AccessMilliseconds",
+    EMBED: "EmbedMilliseconds",
+    SEARCH: "SearchMilliseconds",
+    READ_BACK: "ReadBackMilliseconds",
+}
 CORRELATION_KEY = "correlation_id"
 
 _settings = Settings.from_env()
@@ -44,6 +66,44 @@ def count(name: str, value: float = 1) -> None:
     """Add to a count of this invocation (flushed when the entry point returns); nothing when off."""
     if _settings.metrics:
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+class _PhaseTimes:
+    """What each phase took in one invocation, in milliseconds, added up over its calls. Calls come from
+    the invocation's thread and from the worker threads that carry its context (a recall's query is
+    embedded beside the access check; a write's texts on two threads), hence the lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._took: dict[Phase, float] = {}
+
+    def add(self, phase: Phase, milliseconds: float) -> None:
+        with self._lock:
+            self._took[phase] = self._took.get(phase, 0.0) + milliseconds
+
+    def took(self) -> dict[Phase, float]:
+        with self._lock:
+            return dict(self._took)
+
+
+# Set for the length of one invocation when metrics are on (`_flushed`); a context variable, so the
+# local server's requests side by side in one process each add to their own.
+_phase_times: ContextVar[_PhaseTimes | None] = ContextVar("uhp_phase_times", default=None)
+
+
+@contextlib.contextmanager
+def phase(name: Phase) -> Iterator[None]:
+    """Time one call of a phase into this invocation's figure, failed calls too (a timeout is time
+    spent); nothing when metrics are off or outside an invocation (a reindex, local mode)."""
+    times = _phase_times.get()
+    if times is None:
+        yield
+        return
+    began = time.perf_counter()
+    try:
+        yield
+    finally:
+        times.add(name, (time.perf_counter() - began) * 1000)
 
 
 def recalled(degraded: Sequence[str]) -> None:
@@ -116,8 +176,15 @@ def _traced(name: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _flushed() -> Iterator[None]:
+    on = _settings.metrics
+    token = _phase_times.set(_PhaseTimes()) if on else None
     try:
         yield
     finally:
-        if _settings.metrics and metrics.metric_set:
+        if token is not None:
+            times = _phase_times.get()
+            _phase_times.reset(token)  # a worker still embedding for it adds to a figure no longer read
+            for name, milliseconds in (times.took() if times is not None else {}).items():
+                metrics.add_metric(name=PHASE_METRICS[name], unit=MetricUnit.Milliseconds, value=round(milliseconds, 3))
+        if on and metrics.metric_set:
             metrics.flush_metrics()
