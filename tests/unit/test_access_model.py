@@ -211,10 +211,11 @@ class Reference:
     def write_tools_refusal(self, principal: str) -> type[DomainError] | None:
         """MCP offers a harness its write tools only when it starts from some memory attached with write
         (the entries on memories it can see); calling one otherwise says why: nothing attached that it
-        sees (memories_not_attached) or nothing attached with write (memory_forbidden)."""
+        sees (memories_not_attached) or nothing attached with write (memory_forbidden). Any other key is
+        offered them when it holds write somewhere (memory_forbidden otherwise)."""
         harness = harness_of(principal)
-        if harness is None:
-            return None
+        if harness is None:  # a person's key: by its grants, write held on some memory (§9.1, issue 37)
+            return None if any("write" in self.privileges(principal, m) for m in self.parent) else MemoryForbidden
         starting = [e for e in self.entries(harness) if self.granted(principal, e.memory_id)]
         if any(e.access == "write" for e in starting):
             return None

@@ -680,8 +680,12 @@ def find(c: Container, caller: Caller, name: str) -> Tool:
 
 
 def _no_write_tools(c: Container, caller: Caller) -> DomainError:
-    """Why a harness holds no write tool: nothing attached (and how to attach), or only read attachments."""
-    harness = caller.harness_id or ""
+    """Why a key holds no write tool: a harness, nothing attached (and how to attach) or only read
+    attachments; any other key, write held nowhere (or not on its session's memory)."""
+    if caller.harness_id is None:
+        where = "its session's memory" if caller.session_memory is not None else "any memory"
+        return MemoryForbidden("write", f"this key does not hold write on {where}, so it holds no write tools")
+    harness = caller.harness_id
     if not starting(c, caller):
         try:
             _default_memory(c, caller)
