@@ -73,6 +73,7 @@ class InMemoryMemoryRepository:
         expected_parent_id: str | None,
         parent_chain: Sequence[Memory],
         below: Sequence[Memory] = (),
+        was_restricted: bool | None = None,
     ) -> None:
         with self.lock:
             stored = self.memories.get((memory.tenant, memory.id))

@@ -17,7 +17,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from uhp_memories.adapters.dynamodb import keys
 from uhp_memories.domain.access.model import Grant
-from uhp_memories.domain.memories.model import Memory
+from uhp_memories.domain.memories.model import ChildCount, Memory
 from uhp_memories.domain.records.model import RecordVersion, Snapshot
 
 _serializer = TypeSerializer()
@@ -67,7 +67,31 @@ def memory_item(memory: Memory) -> dict[str, Any]:
         item["described_by"] = memory.described_by
     if memory.ancestors is not None:  # absent on items written before ancestors were kept
         item["ancestors"] = ancestors_text(memory.ancestors)
+    if memory.children is not None:  # absent on items written before children were counted
+        item[CHILDREN_OPEN] = memory.children.open
+        for child_id, grantees in memory.children.restricted.items():
+            item[restricted_child(child_id)] = " ".join(grantees)
     return item
+
+
+# A memory item counts its live children (domain/memories/model.py ChildCount): CHILDREN_OPEN, those not
+# restricted; one attribute per restricted child, `rc_<child id>`, holding the principals granted on it
+# (space-separated: principals hold no space). Attributes, not a map: a child is added or removed with
+# one SET or REMOVE of its own name, whether or not another is there.
+CHILDREN_OPEN = "children_open"
+RESTRICTED_CHILD = "rc_"
+
+
+def restricted_child(child_id: str) -> str:
+    return RESTRICTED_CHILD + child_id
+
+
+def children_from(item: Mapping[str, Any]) -> ChildCount | None:
+    if CHILDREN_OPEN not in item:
+        return None
+    restricted = {name[len(RESTRICTED_CHILD):]: tuple(str(value).split())
+                  for name, value in item.items() if name.startswith(RESTRICTED_CHILD)}
+    return ChildCount(int(item[CHILDREN_OPEN]), restricted)
 
 
 def memory_from(item: Mapping[str, Any]) -> Memory:
@@ -86,6 +110,7 @@ def memory_from(item: Mapping[str, Any]) -> Memory:
         deleting=bool(item.get("deleting", False)),
         described_by=str(item["described_by"]) if item.get("described_by") else None,
         ancestors=tuple(map(sys.intern, str(item["ancestors"]).split())) if "ancestors" in item else None,
+        children=children_from(item),
     )
 
 

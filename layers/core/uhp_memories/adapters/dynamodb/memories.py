@@ -16,7 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from uhp_memories.adapters.dynamodb import holds, keys
+from uhp_memories.adapters.dynamodb.children import ChildChanges
 from uhp_memories.adapters.dynamodb.items import (
+    CHILDREN_OPEN,
     GRANTS_ATTRIBUTE,
     GRANTS_VERSION,
     ancestors_text,
@@ -32,7 +34,7 @@ from uhp_memories.adapters.dynamodb.table import LIVE_MEMORY, ConditionFailed, C
 from uhp_memories.domain.access.model import Grant
 from uhp_memories.domain.errors import MemoryBusy, TreeChanged
 from uhp_memories.domain.limits import MAX_TREE_DEPTH
-from uhp_memories.domain.memories.model import Memory
+from uhp_memories.domain.memories.model import ChildCount, Memory
 from uhp_memories.domain.model import PRIVILEGES
 
 # Tries of a grant change that lost the race for a memory's copy of its grants to another grant change.
@@ -103,13 +105,22 @@ class DynamoMemoryRepository:
         return [memory_from(item) for item in items if item.get("tenant") == tenant]
 
     def create(self, memory: Memory, creator_grant: Grant) -> None:
-        item = {**memory_item(memory), GRANTS_ATTRIBUTE: grants_copy([creator_grant]), GRANTS_VERSION: 1}
+        """The memory (counting its children from its first: none), its creator's grant and, under a
+        parent, the parent's count of it, in one transaction on the condition that the parent lives."""
+        counted = memory.evolve(children=ChildCount())
+        item = {**memory_item(counted), GRANTS_ATTRIBUTE: grants_copy([creator_grant]), GRANTS_VERSION: 1}
         operations = [
             self._table.put_op(item, "attribute_not_exists(PK)"),
             self._table.put_op(grant_item(creator_grant), "attribute_not_exists(PK)"),
         ]
         if memory.parent_id is not None:
-            operations.append(self._live_check(memory.tenant, memory.parent_id))
+            parent = self.get(memory.tenant, memory.parent_id)
+            if parent is not None and parent.children is not None:
+                operations.append(self._count_child_op(
+                    memory.tenant, memory.parent_id, memory.id, memory.restricted, (creator_grant.principal,),
+                    counted=True, condition=LIVE_MEMORY, values={":false": False}))
+            else:  # a parent from before children were counted counts them by reading them
+                operations.append(self._live_check(memory.tenant, memory.parent_id))
         try:
             self._table.transact(operations)
         except ConditionFailed:
@@ -122,6 +133,7 @@ class DynamoMemoryRepository:
         expected_parent_id: str | None,
         parent_chain: Sequence[Memory],
         below: Sequence[Memory] = (),
+        was_restricted: bool | None = None,
     ) -> None:
         values: dict[str, object] = {
             ":name": memory.name,
@@ -149,6 +161,9 @@ class DynamoMemoryRepository:
         moving = memory.parent_id != expected_parent_id
         if moving:  # a run's memory never moves under it, nor does a memory below it (holds.py)
             condition += " AND " + holds.NOT_HELD
+        recounted = moving or was_restricted is None or was_restricted != memory.restricted
+        parents, recount = self._recount(memory, expected_parent_id, moving, values) if recounted else ({}, "")
+        condition += recount
         operations = [
             self._table.update_op(
                 keys.memory_pk(memory.tenant, memory.id),
@@ -164,9 +179,11 @@ class DynamoMemoryRepository:
         for index, node in enumerate(parent_chain):
             node_values: dict[str, object] = {":false": False}
             node_condition = LIVE_MEMORY + " AND " + self._parent_is(node.parent_id, f":p{index}", node_values)
-            operations.append(
-                self._table.check_op(keys.memory_pk(node.tenant, node.id), keys.META_SK, node_condition, node_values)
-            )
+            # The new parent's count of the memory goes in its one operation, with its check.
+            operations.append(parents.pop(node.id, ChildChanges()).op(
+                self._table, node.tenant, node.id, node_condition, node_values))
+        for parent_id, changes in parents.items():  # the parent it leaves, or the one it is restricted under
+            operations.append(changes.op(self._table, memory.tenant, parent_id, "attribute_exists(PK)"))
         # A move carries the new ancestors of every memory below it, each still under the parent it was
         # read under: the whole subtree's chains change with the move or not at all.
         for node in below:
@@ -188,6 +205,47 @@ class DynamoMemoryRepository:
                 if any(holds.is_held(item) for item in items):
                     raise MemoryBusy.under(memory.id) from None
             raise TreeChanged(memory.id) from None
+
+    def _count_child_op(
+        self, tenant: str, parent_id: str, child_id: str, restricted: bool, grantees: Sequence[str], *,
+        counted: bool, condition: str = "attribute_exists(PK)", values: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The parent item's count of one child, added (`counted`) or taken away (ChildChanges); `condition`
+        and `values`: what else the parent's one operation in the transaction checks."""
+        changes = ChildChanges()
+        changes.count(child_id, restricted, grantees, counted=counted)
+        return changes.op(self._table, tenant, parent_id, condition, values)
+
+    def _recount(
+        self, memory: Memory, expected_parent_id: str | None, moving: bool, values: dict[str, object]
+    ) -> tuple[dict[str, ChildChanges], str]:
+        """How a move or a restrict changes the count its parents keep of the memory (the parent it leaves
+        counts it no more; the one it joins, or stays under restricted or open, counts it as it now is),
+        and the condition the memory's own update then carries: its `restricted` and its grants as read
+        here (a concurrent restrict or grant change would count it twice). Nothing for a rename."""
+        meta, grants = grants_in_partition(self._table, memory.tenant, memory.id)
+        if meta is None:
+            raise TreeChanged(memory.id)
+        was_restricted = bool(meta.get("restricted", False))
+        if not moving and was_restricted == memory.restricted:
+            return {}, ""
+        touched = [p for p in dict.fromkeys((expected_parent_id, memory.parent_id)) if p is not None]
+        items = self._table.get_many([(keys.memory_pk(memory.tenant, p), keys.META_SK) for p in touched])
+        counted = {str(item["id"]) for item in items if CHILDREN_OPEN in item and item.get("tenant") == memory.tenant}
+        grantees = [g.principal for g in grants]
+        parents: dict[str, ChildChanges] = {}
+        if expected_parent_id in counted:
+            parents.setdefault(expected_parent_id, ChildChanges()).count(
+                memory.id, was_restricted, grantees, counted=False)
+        if memory.parent_id in counted:
+            parents.setdefault(memory.parent_id, ChildChanges()).count(
+                memory.id, memory.restricted, grantees, counted=True)
+        values[":was_restricted"] = was_restricted
+        version = meta.get(GRANTS_VERSION)
+        if version is None:
+            return parents, " AND restricted = :was_restricted AND attribute_not_exists(grants_version)"
+        values[":grants_version"] = version
+        return parents, " AND restricted = :was_restricted AND grants_version = :grants_version"
 
     @staticmethod
     def _parent_is(parent_id: str | None, placeholder: str, values: dict[str, object]) -> str:
@@ -235,6 +293,7 @@ class DynamoMemoryRepository:
                     [
                         self._table.put_op(grant_item(grant), "attribute_not_exists(PK)"),
                         grants_copy_op(self._table, meta, [*grants, grant], live=True),
+                        *self._grantees_op(grant.tenant, meta, [*grants, grant]),
                     ]
                 )
             except ConditionFailed as failed:
@@ -256,6 +315,7 @@ class DynamoMemoryRepository:
             if meta is not None:  # a memory purged halfway has no item left to keep a copy
                 remaining = [g for g in grants if g.id != grant_id]
                 operations.append(grants_copy_op(self._table, meta, remaining, live=False))
+                operations.extend(self._grantees_op(tenant, meta, remaining))
             try:
                 self._table.transact(operations)
             except (ConditionFailed, Contended):
@@ -263,38 +323,79 @@ class DynamoMemoryRepository:
             return True
         raise Contended(f"grants on memory {memory_id} kept changing; try again")
 
+    def _grantees_op(self, tenant: str, meta: Mapping[str, Any], grants: Sequence[Grant]) -> list[dict[str, Any]]:
+        """A restricted memory's grantees as its parent counts it (who sees it there), rewritten with its
+        grants; nothing for a memory that is not restricted, a root, or under a parent from before children
+        were counted. Goes in the grant change's transaction, whose copy of the grants is conditioned on
+        their version: a restrict or a move of the memory, which conditions on it too, cannot interleave."""
+        parent_id = meta.get("parent_id")
+        if not meta.get("restricted") or not parent_id:
+            return []
+        parent = self.get(tenant, str(parent_id))
+        if parent is None or parent.children is None:
+            return []
+        return [self._count_child_op(tenant, str(parent_id), str(meta["id"]), True, [g.principal for g in grants],
+                                     counted=True)]
+
     def mark_deleting(self, tenant: str, memory_ids: Sequence[str]) -> None:
         """Hide the memories, root first, each on the condition that no run holds it (holds.py): a run
         that started after the service's look at the subtree makes this fail, not the run. A subtree
         past one transaction (100 memories) is hidden in batches; a batch refused as busy shows again
         the batches hidden before it."""
         ids = list(memory_ids)
+        if not ids:
+            return
+        uncount = self._uncount_root(tenant, ids[0])  # the root's parent counts it no more: with its hiding
         hidden: list[str] = []
-        for start in range(0, len(ids), 100):
-            batch = ids[start : start + 100]
+        # The first batch carries the parent's count too: one item fewer of it, for DynamoDB's 100.
+        starts = [0, *range(99 if uncount else 100, len(ids), 100)]
+        for first, start in enumerate(starts):
+            batch = ids[start : starts[first + 1] if first + 1 < len(starts) else len(ids)]
+            extra = uncount if first == 0 else []
             try:
-                self._table.transact([self._deleting_op(tenant, memory_id, True) for memory_id in batch])
+                self._table.transact([*(self._deleting_op(tenant, memory_id, True) for memory_id in batch), *extra])
             except ConditionFailed:
                 # Busy, or a node already purged by an earlier attempt: which, each node read says.
                 items = self._table.get_many([(keys.memory_pk(tenant, m), keys.META_SK) for m in batch])
                 if any(holds.is_held(item) for item in items):
                     for memory_id in hidden:
                         self._table.transact([self._deleting_op(tenant, memory_id, False)])
+                    if hidden and uncount:  # the root shows again: its parent counts it again
+                        self._table.transact(self._uncount_root(tenant, ids[0], counted=True))
                     raise MemoryBusy.under(ids[0]) from None
                 for memory_id in batch:  # mark the rest one by one
                     try:
-                        self._table.transact([self._deleting_op(tenant, memory_id, True)])
+                        self._table.transact([self._deleting_op(tenant, memory_id, True),
+                                              *(extra if memory_id == ids[0] else [])])
                     except ConditionFailed:
                         continue
             hidden.extend(batch)
 
+    def _uncount_root(self, tenant: str, root_id: str, *, counted: bool = False) -> list[dict[str, Any]]:
+        """The operation on the parent of a memory being hidden (or shown again) that takes it out of the
+        parent's count of its children (or puts it back): none when it is a root, already hidden, or under
+        a parent from before children were counted."""
+        meta, grants = grants_in_partition(self._table, tenant, root_id)
+        parent_id = meta.get("parent_id") if meta is not None else None
+        if meta is None or not parent_id or (bool(meta.get("deleting")) and not counted):
+            return []
+        parent = self.get(tenant, str(parent_id))
+        if parent is None or parent.children is None:
+            return []
+        return [self._count_child_op(tenant, str(parent_id), root_id, bool(meta.get("restricted")),
+                                     [g.principal for g in grants], counted=counted)]
+
     def _deleting_op(self, tenant: str, memory_id: str, deleting: bool) -> dict[str, Any]:
+        # Hidden once: a memory already hidden is not hidden again, so its parent never counts it out twice.
+        condition = "attribute_exists(PK)"
+        if deleting:
+            condition += " AND " + holds.NOT_HELD + " AND (attribute_not_exists(deleting) OR deleting = :shown)"
         return self._table.update_op(
             keys.memory_pk(tenant, memory_id),
             keys.META_SK,
             "SET deleting = :deleting",
-            condition="attribute_exists(PK) AND " + holds.NOT_HELD if deleting else "attribute_exists(PK)",
-            values={":deleting": deleting},
+            condition=condition,
+            values={":deleting": deleting, ":shown": False} if deleting else {":deleting": deleting},
         )
 
     def purge(self, tenant: str, memory_id: str) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -28,6 +29,10 @@ class Memory:
     # item written before they were kept; the check then walks the parents one read each. Never
     # trusted over the parent links: the walk decides, these only say what to read ahead.
     ancestors: tuple[str, ...] | None = None
+    # Its live children as its item counts them, so that a summary names how many a reader sees without
+    # reading them (one query per child it names was the N+1 of every list, get and recall). None: an
+    # item from before the count was kept, whose children are counted by reading them.
+    children: ChildCount | None = None
 
     @property
     def describer(self) -> str:
@@ -35,6 +40,22 @@ class Memory:
 
     def evolve(self, **changes: Any) -> Memory:
         return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class ChildCount:
+    """A memory's live children, kept on its item as they come and go: `open`, how many are not
+    restricted (whoever sees the memory sees them: they inherit its grants), and each restricted child
+    with the principals granted on it (a restricted child inherits nothing: only they see it)."""
+
+    open: int = 0
+    restricted: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def seen_by(self, principals: Collection[str]) -> int:
+        """How many of the children a caller who sees the memory sees, its principal and groups being
+        `principals`."""
+        mine = set(principals)
+        return self.open + sum(1 for grantees in self.restricted.values() if mine.intersection(grantees))
 
 
 @dataclass(frozen=True)

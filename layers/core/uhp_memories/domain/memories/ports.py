@@ -45,6 +45,7 @@ class MemoryRepository(Protocol):
         expected_parent_id: str | None,
         parent_chain: Sequence[Memory],
         below: Sequence[Memory] = (),
+        was_restricted: bool | None = None,
     ) -> None:
         """Replace a memory's client fields (and, on a move, its `ancestors`).
 
@@ -54,7 +55,9 @@ class MemoryRepository(Protocol):
         new `ancestors`, written in the same transaction, each on the condition that its parent is
         still the one it was read with (TreeChanged otherwise). A move fails with MemoryBusy while a
         run (a consolidation, an erase) holds the memory or one below it: decided by the write itself,
-        against runs that start at the same time (JobRepository.start, RunRepository.start)."""
+        against runs that start at the same time (JobRepository.start, RunRepository.start).
+        `was_restricted`: the memory's `restricted` as the caller read it (None: not known), so a rename
+        is written without reading what a restrict or a move changes in its parents' count of it."""
         ...
 
     def grants_of(self, tenant: str, principal_ids: Sequence[str]) -> list[Grant]:

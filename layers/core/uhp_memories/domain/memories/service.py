@@ -52,7 +52,7 @@ class MemoryService:
             parent_id=ancestors[-1] if ancestors else None,
             ancestors=ancestors,
             privileges=ordered(access.privileges(memory.id)),
-            children_count=len(self._visible_children(access, memory.id)),
+            children_count=self._children_seen(access, memory),
         )
 
     def summary(self, access: AccessView, memory: Memory) -> MemorySummary:
@@ -62,9 +62,17 @@ class MemoryService:
             memory.name,
             memory.description,
             memory.record_count,
-            len(self._visible_children(access, memory.id)),
+            self._children_seen(access, memory),
             memory.describer,
         )
+
+    def _children_seen(self, access: AccessView, memory: Memory) -> int:
+        """How many of a memory the caller sees has children it sees: from the count the memory keeps
+        (ChildCount: every child not restricted, and each restricted one granted to the caller), read with
+        the memory; a memory from before the count was kept has its children read to count them."""
+        if memory.children is not None:
+            return memory.children.seen_by(access.caller.principal_ids)
+        return len(self._visible_children(access, memory.id))
 
     def neighbours(
         self, access: AccessView, memory: Memory, children: Sequence[Memory] | None = None
@@ -260,7 +268,8 @@ class MemoryService:
             described_by=caller.principal if described else memory.described_by,
         )
         try:
-            self._ports.memories.update(updated, memory.parent_id, parent_chain, below)
+            self._ports.memories.update(updated, memory.parent_id, parent_chain, below,
+                                        was_restricted=memory.restricted)
         except TreeChanged:
             raise MemoryInvalid("the tree changed under this move; read the memory again and retry") from None
         # Answer with the memory as written, seen with the caller's privileges after the change: a
