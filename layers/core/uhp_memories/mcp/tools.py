@@ -636,6 +636,8 @@ def offered(c: Container, caller: Caller) -> list[Tool]:
     free = bool(c.queries.free_languages_configured())
     tools = [t for t in TOOLS if (writes or not t.writes) and (free or not t.free_query)]
     tools = [_with_operations(c, caller, t) if t.name == "memory_operate" else t for t in tools]
+    if caller.harness_id is None and caller.session_memory is None:  # a person's key: no default memory
+        tools = [_memory_id_required(t) if t.name == "memory_remember" else t for t in tools]
     if free:
         tools = [_with_languages(t, c.queries.free_languages_configured()) if t.free_query else t for t in tools]
     queries = sorted(named_queries(c, caller).items())
@@ -643,6 +645,16 @@ def offered(c: Container, caller: Caller) -> list[Tool]:
         fence = Fence(text for _, qs in queries for text in query_texts(qs))
         tools += [query_tool(name, qs, fence) for name, qs in queries]
     return tools
+
+
+def _memory_id_required(tool: Tool) -> Tool:
+    """memory_remember for a key with no default memory (no harness's list, no session memory): its
+    schema asks for the memory, as calling it without one would be refused (issue 37)."""
+    properties = dict(tool.input_schema["properties"])
+    properties["memory_id"] = {**properties["memory_id"],
+                               "description": "hmem_... (from memory_list): this key has no default memory"}
+    required = ["memory_id", *(r for r in tool.input_schema.get("required", []) if r != "memory_id")]
+    return replace(tool, input_schema={**tool.input_schema, "properties": properties, "required": required})
 
 
 def _with_operations(c: Container, caller: Caller, tool: Tool) -> Tool:
