@@ -1,36 +1,22 @@
 """A request's phases as metrics (issue 35): access, embed, search and read-back, each timed at the port
-that runs it (uhp_memories.bootstrap) and written once per invocation in milliseconds
+that runs it (uhp_memories/phases.py) and written once per invocation in milliseconds
 (uhp_memories/api/observability.py), only where metrics are on."""
 
 from __future__ import annotations
 
 import json
-import secrets
 import threading
-from collections.abc import Iterator
 from contextvars import copy_context
 from typing import Any
 
 import pytest
-import requests
 
-from tests.integration.conftest import Client, purge_tenant
+from tests.integration.conftest import Client
 from uhp_memories.api import observability
-from uhp_memories.local.gateway import LocalGateway
-from uhp_memories.local.moto_env import KeyEntry, LocalAws
 from uhp_memories.settings import Settings
 
 PHASE_METRICS = set(observability.PHASE_METRICS.values())
 SERVICE = "uhp-memories-recall"
-
-
-@pytest.fixture
-def owner(local_aws: LocalAws, gateway: LocalGateway) -> Iterator[Client]:
-    tenant = "t-" + secrets.token_hex(6)
-    key = "k-" + secrets.token_hex(16)
-    local_aws.add_keys([KeyEntry(key, tenant, "user:alice", ())])
-    yield Client(gateway.url, key, tenant, "user:alice", requests.Session())
-    purge_tenant(local_aws, tenant)
 
 
 @pytest.fixture
@@ -51,14 +37,14 @@ def phases_of(blob: dict[str, Any]) -> dict[str, list[float]]:
 
 
 def test_a_recall_writes_one_value_per_phase_in_milliseconds(
-    metrics_on: None, owner: Client, capsys: pytest.CaptureFixture[str]
+    metrics_on: None, alice: Client, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    memory = owner.create_memory("phased")["id"]
+    memory = alice.create_memory("phased")["id"]
     for n in range(3):
-        owner.remember(memory, f"Globex renewal note {n}: prefers email over calls.")
+        alice.remember(memory, f"Globex renewal note {n}: prefers email over calls.")
     capsys.readouterr()
 
-    answer = owner.post(f"/v1/memories/{memory}/recall", {"query": "how does globex like to be reached"})
+    answer = alice.post(f"/v1/memories/{memory}/recall", {"query": "how does globex like to be reached"})
 
     assert answer.status_code == 200, answer.text
     assert answer.json()["results"]
@@ -80,25 +66,25 @@ def test_a_recall_writes_one_value_per_phase_in_milliseconds(
 
 
 def test_a_remember_writes_its_access_and_embed_phases(
-    metrics_on: None, owner: Client, capsys: pytest.CaptureFixture[str]
+    metrics_on: None, alice: Client, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    memory = owner.create_memory("written")["id"]
+    memory = alice.create_memory("written")["id"]
     capsys.readouterr()
 
-    owner.remember(memory, "Acme renews in March.")
+    alice.remember(memory, "Acme renews in March.")
 
     (blob,) = written(capsys.readouterr().out)
     assert set(phases_of(blob)) == {"AccessMilliseconds", "EmbedMilliseconds"}
 
 
-def test_without_metrics_nothing_is_timed_or_written(owner: Client, capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_metrics_nothing_is_timed_or_written(alice: Client, capsys: pytest.CaptureFixture[str]) -> None:
     """Local mode and tests, as the local server runs: its output stays its own."""
     assert observability._settings.metrics is False
-    memory = owner.create_memory("quiet")["id"]
-    owner.remember(memory, "Initech pays on the 5th.")
+    memory = alice.create_memory("quiet")["id"]
+    alice.remember(memory, "Initech pays on the 5th.")
     capsys.readouterr()
 
-    assert owner.post(f"/v1/memories/{memory}/recall", {"query": "initech payment"}).status_code == 200
+    assert alice.post(f"/v1/memories/{memory}/recall", {"query": "initech payment"}).status_code == 200
 
     assert written(capsys.readouterr().out) == []
 

@@ -83,9 +83,9 @@ def embedder() -> CountingEmbedder:
 def engine(embedder: CountingEmbedder) -> Iterator[SpyEngine]:
     index = EmbeddedSearchIndex(":memory:", model_id=embedder.model_id, dimensions=embedder.dimensions)
     engine = SpyEngine(index, embedder)
-    bootstrap.install(bootstrap.build(Settings(), None, None, recall_engine=lambda: engine))
+    before = bootstrap.install(bootstrap.build(Settings(), None, None, recall_engine=lambda: engine))
     yield engine
-    bootstrap.install(None)
+    bootstrap.install(before)
     index.close()
 
 
@@ -373,14 +373,14 @@ def test_a_record_titan_refuses_is_indexed_by_its_words_and_stalls_nothing(caplo
         embedder = TitanEmbedder(titan.client(client_config()), dimensions=256)
         index = EmbeddedSearchIndex(":memory:", model_id=embedder.model_id, dimensions=embedder.dimensions)
         engine = RecallEngine(index, embedder)
-        bootstrap.install(bootstrap.build(Settings(), None, None, recall_engine=lambda: engine))
+        before = bootstrap.install(bootstrap.build(Settings(), None, None, recall_engine=lambda: engine))
         try:
             good, refused, later = version("Initech renews in March."), version(refused_text), version("Initech pays.")
 
             assert run(inserted(good), inserted(refused), inserted(later)) == []
             assert run(inserted(refused)) == []  # a replay: asked again, refused again, no failure
         finally:
-            bootstrap.install(None)
+            bootstrap.install(before)
 
     assert sorted(found(engine, "initech")) == sorted([good.id, refused.id, later.id])
     assert [index.get(TENANT, MEMORY, r.id).embedding is None for r in (good, refused, later)] == [  # type: ignore[union-attr]
@@ -419,11 +419,11 @@ def test_a_failure_without_a_sequence_number_fails_the_whole_batch(engine: SpyEn
 
 
 def test_without_a_search_index_the_batch_is_skipped() -> None:
-    bootstrap.install(bootstrap.build(Settings(), None, None, recall_engine=lambda: None))
+    before = bootstrap.install(bootstrap.build(Settings(), None, None, recall_engine=lambda: None))
     try:
         assert run(inserted(version())) == []
     finally:
-        bootstrap.install(None)
+        bootstrap.install(before)
 
 
 @pytest.mark.slow

@@ -45,9 +45,9 @@ def stage(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         engine = RecallEngine(EmbeddedSearchIndex(":memory:", model_id=embedder.model_id, dimensions=64), embedder)
         # The writer's own indexing after commit is off: only the stream can bring the index in step.
         writer = bootstrap.build(settings, dynamodb, None, recall_engine=lambda: None)
-        bootstrap.install(bootstrap.build(settings, dynamodb, None, recall_engine=lambda: engine))
+        before = bootstrap.install(bootstrap.build(settings, dynamodb, None, recall_engine=lambda: engine))
         yield {"writer": writer, "engine": engine, "stream": stream, "position": {}}
-        bootstrap.install(None)
+        bootstrap.install(before)
 
 
 def deliver(stage: dict[str, Any]) -> dict[str, Any]:

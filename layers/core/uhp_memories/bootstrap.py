@@ -7,6 +7,7 @@ install their own (over moto) with `install`, so no state hides in import-time s
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -462,10 +463,28 @@ def build(
 _container: Container | None = None
 
 
-def install(container: Container | None) -> None:
-    """Use this container for every handler in the process (local mode, tests); None resets."""
+def install(container: Container | None) -> Container | None:
+    """Use this container for every handler in the process (local mode, tests); None resets. Answers the
+    one it replaces, for a test to put back (the session's local stage, which later tests serve from)."""
     global _container
-    _container = container
+    replaced, _container = _container, container
+    return replaced
+
+
+def warm_at_init() -> None:
+    """In a Lambda function, build the container (its AWS clients, and the recall engine's where the
+    function searches) while the function initializes, not on its first request: INIT runs on a full
+    vCPU before any caller waits (issue 35). A container that cannot be built now is built by the first
+    request, which then reports why, as before. Nothing outside Lambda (local mode installs its own)."""
+    if not os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or _container is not None:
+        return
+    try:
+        built = container()
+        if built.settings.search_endpoint:
+            built.recall_engine()
+    except Exception as error:
+        logger.warning("the container was not built at init; the first request builds it",
+                       extra={"error_type": type(error).__name__})
 
 
 def container() -> Container:

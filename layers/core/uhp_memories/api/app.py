@@ -354,6 +354,7 @@ def make_handler(
     (adapters/dynamodb/idempotency.py): a retry of a request that wrote is answered from the answer
     kept, else from the key's marker, and never writes again. A read's answer is never kept: a
     replay would answer what the caller may no longer read (a recall after its grant was revoked)."""
+    bootstrap.warm_at_init()  # a handler module is imported at INIT: its clients are made there
     idempotent_resolvers: dict[int, Callable[[dict[str, Any], Any], dict[str, Any]]] = {}
     building = threading.Lock()
     # The answer the request on this thread produced, for when the store cannot keep it.
