@@ -72,6 +72,13 @@ def add_commands(commands: Any) -> None:
     revoke_key.add_argument("key_id")
     revoke_key.set_defaults(run=_revoke_key)
 
+    migrate = commands.add_parser(
+        "migrate", parents=[target, local],
+        help="bring a stage's table (or a local data dir) to the item schema this release writes",
+    )
+    migrate.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
+    migrate.set_defaults(run=_migrate)
+
     first = commands.add_parser(
         "bootstrap", parents=[target],
         help="after a deploy: the stage's first tenant and an administrator key for it, with the API URL",
@@ -223,6 +230,33 @@ def _bootstrap(args: argparse.Namespace) -> int:
         "This is the only time the key is shown: keep it now (header x-api-key). A first request:\n"
         f"  curl -H 'x-api-key: {new.key}' {url}/v1/memories",
     )
+    return 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    """Every item of the main table at this release's schema: idempotent (a second run changes nothing)
+    and resumable (a run stopped anywhere is finished by the next)."""
+    from uhp_memories.adapters.dynamodb.migrate import Migration
+    from uhp_memories.adapters.dynamodb.table import DynamoTable
+
+    if _on_data_dir(args):
+        from uhp_memories.admin.local import migrate_data_dir
+
+        report = migrate_data_dir(args.data_dir, dry_run=args.dry_run)
+    else:
+        if not args.stack and not args.main_table:
+            raise TargetError("name the stage: --stack NAME, or --main-table; or a local data dir with --data-dir DIR")
+        session = aws_session(args.profile, args.region)
+        table = args.main_table or StageTarget.from_stack(session.client("cloudformation"), args.stack).main_table
+        if not table:
+            raise TargetError(f"stack {args.stack!r} names no main table")
+        with step(f"{'reading' if args.dry_run else 'migrating'} table {table}"):
+            report = Migration(DynamoTable(session.client("dynamodb"), table)).run(dry_run=args.dry_run).as_dict()
+    verb = "would bring" if args.dry_run else "brought"
+    busy = f"; {len(report['busy'])} memories kept changing, run again" if report["busy"] else ""
+    _print(args, report, f"{verb} {report['stamped'] + report['counted']} of {report['seen']} items to schema "
+           f"{report['schema']} ({report['counted']} memories count their children){busy}"
+           + (f"; {report['newer']} items are of a newer release" if report["newer"] else ""))
     return 0
 
 

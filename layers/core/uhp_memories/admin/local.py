@@ -216,3 +216,31 @@ def _run_offline(data_dir: DataDir, command: str, arguments: Mapping[str, Any]) 
         local.stop()
         # As found: a data dir a server left uncleanly is still caught up by the next server.
         data_dir.close(clean=data_dir.clean_start)
+
+
+def migrate_data_dir(path: str, *, dry_run: bool) -> dict[str, Any]:
+    """`uhp-memories migrate --data-dir DIR`, on the data dir itself: refused while a server runs on it
+    (stop it, migrate, start it again), so nothing writes while its items are brought forward."""
+    from uhp_memories.adapters.dynamodb.migrate import Migration
+    from uhp_memories.adapters.dynamodb.table import DynamoTable
+    from uhp_memories.local.data_dir import DataDir, DataDirError, DataDirInUse
+    from uhp_memories.local.moto_env import LocalAws
+
+    data_dir = Path(path).expanduser()
+    if not data_dir.is_dir():
+        raise AdminError(f"data dir {data_dir} does not exist")
+    try:
+        opened = DataDir(data_dir).open()
+    except DataDirInUse:
+        raise AdminError(f"a server runs on {data_dir}: stop it, migrate, then start it again") from None
+    except DataDirError as error:
+        raise AdminError(str(error)) from None
+    local = LocalAws(data_dir=opened)
+    try:
+        local.start()
+        assert local.container is not None
+        table = DynamoTable(local.container.dynamodb, local.settings.table_name)
+        return Migration(table, settle_s=0.0).run(dry_run=dry_run).as_dict()  # moto's indexes are immediate
+    finally:
+        local.stop()
+        opened.close(clean=opened.clean_start)

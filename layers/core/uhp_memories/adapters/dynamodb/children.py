@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uhp_memories.adapters.dynamodb import keys
-from uhp_memories.adapters.dynamodb.items import CHILDREN_OPEN, restricted_child
+from uhp_memories.adapters.dynamodb.items import CHILDREN_EPOCH, CHILDREN_OPEN, restricted_child
 from uhp_memories.adapters.dynamodb.table import DynamoTable
 
 
@@ -22,6 +22,10 @@ class ChildChanges:
     delta: int = 0
     entries: dict[str, str] = field(default_factory=dict)  # restricted child -> its grantees, space-separated
     gone: set[str] = field(default_factory=set)  # restricted children no longer counted as such
+    # A parent from before children were counted keeps no count: each change of its children adds one to
+    # its CHILDREN_EPOCH instead, so `uhp-memories migrate` knows a count it made while one came between
+    # is stale (adapters/dynamodb/migrate.py).
+    uncounted: bool = False
 
     def count(self, child_id: str, restricted: bool, grantees: Sequence[str], *, counted: bool) -> None:
         if not restricted:
@@ -37,6 +41,10 @@ class ChildChanges:
            values: Mapping[str, Any] | None = None) -> dict[str, Any]:
         given: dict[str, Any] = dict(values or {})
         names: dict[str, str] = {}
+        if self.uncounted:
+            given[":epoch_step"] = 1
+            return table.update_op(keys.memory_pk(tenant, parent_id), keys.META_SK, f"ADD {CHILDREN_EPOCH} :epoch_step",
+                                   condition=condition, values=given)
         clauses = []
         if self.delta:
             given[":children_delta"] = self.delta

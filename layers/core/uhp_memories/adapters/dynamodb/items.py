@@ -43,6 +43,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# The version of the shape of the items this release writes: every put says it (DynamoTable stamps it),
+# and `uhp-memories migrate` brings older items to it (adapters/dynamodb/migrate.py). 1: an item without
+# it. 2: memory items count their children.
+SCHEMA = "schema"
+SCHEMA_VERSION = 2
+
+
 def memory_item(memory: Memory) -> dict[str, Any]:
     item: dict[str, Any] = {
         "PK": keys.memory_pk(memory.tenant, memory.id),
@@ -79,6 +86,7 @@ def memory_item(memory: Memory) -> dict[str, Any]:
 # (space-separated: principals hold no space). Attributes, not a map: a child is added or removed with
 # one SET or REMOVE of its own name, whether or not another is there.
 CHILDREN_OPEN = "children_open"
+CHILDREN_EPOCH = "children_epoch"  # on an item that keeps no count: how many times its children changed
 RESTRICTED_CHILD = "rc_"
 
 

@@ -115,12 +115,10 @@ class DynamoMemoryRepository:
         ]
         if memory.parent_id is not None:
             parent = self.get(memory.tenant, memory.parent_id)
-            if parent is not None and parent.children is not None:
-                operations.append(self._count_child_op(
-                    memory.tenant, memory.parent_id, memory.id, memory.restricted, (creator_grant.principal,),
-                    counted=True, condition=LIVE_MEMORY, values={":false": False}))
-            else:  # a parent from before children were counted counts them by reading them
-                operations.append(self._live_check(memory.tenant, memory.parent_id))
+            operations.append(self._count_child_op(
+                memory.tenant, memory.parent_id, memory.id, memory.restricted, (creator_grant.principal,),
+                counted=True, condition=LIVE_MEMORY, values={":false": False},
+                uncounted=parent is None or parent.children is None))
         try:
             self._table.transact(operations)
         except ConditionFailed:
@@ -209,10 +207,12 @@ class DynamoMemoryRepository:
     def _count_child_op(
         self, tenant: str, parent_id: str, child_id: str, restricted: bool, grantees: Sequence[str], *,
         counted: bool, condition: str = "attribute_exists(PK)", values: Mapping[str, Any] | None = None,
+        uncounted: bool = False,
     ) -> dict[str, Any]:
         """The parent item's count of one child, added (`counted`) or taken away (ChildChanges); `condition`
-        and `values`: what else the parent's one operation in the transaction checks."""
-        changes = ChildChanges()
+        and `values`: what else the parent's one operation in the transaction checks. `uncounted`: a parent
+        from before children were counted, whose epoch the change moves instead."""
+        changes = ChildChanges(uncounted=uncounted)
         changes.count(child_id, restricted, grantees, counted=counted)
         return changes.op(self._table, tenant, parent_id, condition, values)
 
@@ -231,14 +231,15 @@ class DynamoMemoryRepository:
             return {}, ""
         touched = [p for p in dict.fromkeys((expected_parent_id, memory.parent_id)) if p is not None]
         items = self._table.get_many([(keys.memory_pk(memory.tenant, p), keys.META_SK) for p in touched])
-        counted = {str(item["id"]) for item in items if CHILDREN_OPEN in item and item.get("tenant") == memory.tenant}
+        mine = [item for item in items if item.get("tenant") == memory.tenant]
+        uncounted = {str(item["id"]): CHILDREN_OPEN not in item for item in mine}
         grantees = [g.principal for g in grants]
         parents: dict[str, ChildChanges] = {}
-        if expected_parent_id in counted:
-            parents.setdefault(expected_parent_id, ChildChanges()).count(
+        if expected_parent_id in uncounted:
+            parents.setdefault(expected_parent_id, ChildChanges(uncounted=uncounted[expected_parent_id])).count(
                 memory.id, was_restricted, grantees, counted=False)
-        if memory.parent_id in counted:
-            parents.setdefault(memory.parent_id, ChildChanges()).count(
+        if memory.parent_id in uncounted:
+            parents.setdefault(memory.parent_id, ChildChanges(uncounted=uncounted[memory.parent_id])).count(
                 memory.id, memory.restricted, grantees, counted=True)
         values[":was_restricted"] = was_restricted
         version = meta.get(GRANTS_VERSION)
@@ -253,9 +254,6 @@ class DynamoMemoryRepository:
             return "attribute_not_exists(parent_id)"
         values[placeholder] = parent_id
         return f"parent_id = {placeholder}"
-
-    def _live_check(self, tenant: str, memory_id: str) -> dict:
-        return self._table.check_op(keys.memory_pk(tenant, memory_id), keys.META_SK, LIVE_MEMORY, {":false": False})
 
     def grants_of(self, tenant: str, principal_ids: Sequence[str]) -> list[Grant]:
         found: list[Grant] = []
@@ -325,17 +323,18 @@ class DynamoMemoryRepository:
 
     def _grantees_op(self, tenant: str, meta: Mapping[str, Any], grants: Sequence[Grant]) -> list[dict[str, Any]]:
         """A restricted memory's grantees as its parent counts it (who sees it there), rewritten with its
-        grants; nothing for a memory that is not restricted, a root, or under a parent from before children
-        were counted. Goes in the grant change's transaction, whose copy of the grants is conditioned on
-        their version: a restrict or a move of the memory, which conditions on it too, cannot interleave."""
+        grants (under a parent from before children were counted: its epoch moves); nothing for a memory
+        that is not restricted, or a root. Goes in the grant change's transaction, whose copy of the grants
+        is conditioned on their version: a restrict or a move of the memory, which conditions on it too,
+        cannot interleave."""
         parent_id = meta.get("parent_id")
         if not meta.get("restricted") or not parent_id:
             return []
         parent = self.get(tenant, str(parent_id))
-        if parent is None or parent.children is None:
+        if parent is None:
             return []
         return [self._count_child_op(tenant, str(parent_id), str(meta["id"]), True, [g.principal for g in grants],
-                                     counted=True)]
+                                     counted=True, uncounted=parent.children is None)]
 
     def mark_deleting(self, tenant: str, memory_ids: Sequence[str]) -> None:
         """Hide the memories, root first, each on the condition that no run holds it (holds.py): a run
@@ -373,17 +372,18 @@ class DynamoMemoryRepository:
 
     def _uncount_root(self, tenant: str, root_id: str, *, counted: bool = False) -> list[dict[str, Any]]:
         """The operation on the parent of a memory being hidden (or shown again) that takes it out of the
-        parent's count of its children (or puts it back): none when it is a root, already hidden, or under
-        a parent from before children were counted."""
+        parent's count of its children (or puts it back; under a parent from before children were counted,
+        moves its epoch): none when it is a root, or already hidden."""
         meta, grants = grants_in_partition(self._table, tenant, root_id)
         parent_id = meta.get("parent_id") if meta is not None else None
         if meta is None or not parent_id or (bool(meta.get("deleting")) and not counted):
             return []
         parent = self.get(tenant, str(parent_id))
-        if parent is None or parent.children is None:
+        if parent is None:
             return []
         return [self._count_child_op(tenant, str(parent_id), root_id, bool(meta.get("restricted")),
-                                     [g.principal for g in grants], counted=counted)]
+                                     [g.principal for g in grants], counted=counted,
+                                     uncounted=parent.children is None)]
 
     def _deleting_op(self, tenant: str, memory_id: str, deleting: bool) -> dict[str, Any]:
         # Hidden once: a memory already hidden is not hidden again, so its parent never counts it out twice.

@@ -10,7 +10,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from uhp_memories.adapters.dynamodb import idempotency, sizes
-from uhp_memories.adapters.dynamodb.items import from_dynamo, to_dynamo
+from uhp_memories.adapters.dynamodb.items import SCHEMA, SCHEMA_VERSION, from_dynamo, to_dynamo
 from uhp_memories.adapters.dynamodb.sizes import ITEM_MAX_BYTES, TRANSACTION_MAX_BYTES, TRANSACTION_MAX_ITEMS
 from uhp_memories.domain.errors import RequestTooLarge
 
@@ -67,6 +67,11 @@ def check_transaction(operations: Sequence[Mapping[str, Any]]) -> None:
     if total > TRANSACTION_MAX_BYTES:
         raise WriteTooLarge(f"the write is refused: its items would be {total} bytes in one transaction, "
                             f"and DynamoDB takes at most {TRANSACTION_MAX_BYTES}")
+
+
+def stamped(item: Mapping[str, Any]) -> dict[str, Any]:
+    """An item as this release writes it: with its shape's version (items.py SCHEMA_VERSION)."""
+    return {**item, SCHEMA: SCHEMA_VERSION}
 
 
 def lost_a_race(error: ClientError) -> bool:
@@ -226,7 +231,7 @@ class DynamoTable:
     def put_op(
         self, item: Mapping[str, Any], condition: str | None = None, values: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        put: dict[str, Any] = {"TableName": self.name, "Item": to_dynamo(item)}
+        put: dict[str, Any] = {"TableName": self.name, "Item": to_dynamo(stamped(item))}
         if condition:
             put["ConditionExpression"] = condition
         if values:
@@ -298,7 +303,7 @@ class DynamoTable:
         if idempotency.pending() is not None:  # an idempotent request's write carries its marker
             self.transact([self.put_op(item, condition)])
             return
-        kwargs: dict[str, Any] = {"TableName": self.name, "Item": to_dynamo(item)}
+        kwargs: dict[str, Any] = {"TableName": self.name, "Item": to_dynamo(stamped(item))}
         check_item(kwargs["Item"])
         if condition:
             kwargs["ConditionExpression"] = condition
@@ -330,7 +335,7 @@ class DynamoTable:
     def put_many(self, items: Sequence[Mapping[str, Any]]) -> None:
         """Put items with BatchWriteItem, 25 a call, unconditionally and outside any idempotent
         request's marker: for items whose every write is the same (memories' padding items)."""
-        wire = [to_dynamo(item) for item in items]
+        wire = [to_dynamo(stamped(item)) for item in items]
         for each in wire:
             check_item(each)  # all before the first batch: none written when one is refused
         for start in range(0, len(wire), 25):

@@ -31,8 +31,9 @@ class Memory:
     ancestors: tuple[str, ...] | None = None
     # Its live children as its item counts them, so that a summary names how many a reader sees without
     # reading them (one query per child it names was the N+1 of every list, get and recall). None: an
-    # item from before the count was kept, whose children are counted by reading them.
-    children: ChildCount | None = None
+    # item from before the count was kept, whose children are counted by reading them. Not part of what the
+    # memory is (compare=False): two reads of one memory are the same memory whatever came below it.
+    children: ChildCount | None = field(default=None, compare=False)
 
     @property
     def describer(self) -> str:
