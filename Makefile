@@ -62,11 +62,11 @@ $(LOCAL_STAMP): pyproject.toml
 		test $${PIPESTATUS[0]} -eq 0
 	@touch $(LOCAL_STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(make_venv)
 	@echo "installing the development tools into $(VENV) (.[dev]: local mode, the CDK app, ruff, mypy, pytest)"
 	@echo "  (about a minute the first time; a line every 10 s while it runs)"
-	@$(call ticking,installing) $(PIP) install --quiet -e ".[dev]"
+	@$(call ticking,installing) $(PIP) install --quiet -e ".[dev]" -e clients/python
 	@touch $(STAMP) $(LOCAL_STAMP)
 
 # The harness client (uhp_memories.harness, a13n-harness) beside the server, in one resolution with `local`:
