@@ -1,3 +1,3 @@
 """uhp-memories: a server for the Harness Memories sub-protocol."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
