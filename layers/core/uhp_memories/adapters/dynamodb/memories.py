@@ -60,7 +60,7 @@ class DynamoMemoryRepository:
         item = self._table.get(keys.memory_pk(tenant, memory_id), keys.META_SK)
         if not item or item.get("tenant") != tenant:
             return None, []  # grants left by a memory purged halfway grant nothing
-        return memory_from(item), self._grants_of_item(tenant, item)
+        return memory_from(item), self.grants_of_item(tenant, item)
 
     def get_many_with_grants(
         self, tenant: str, memory_ids: Sequence[str], width: int
@@ -94,7 +94,7 @@ class DynamoMemoryRepository:
             return
         self._table.put_many([_pad_item(tenant, index) for index in range(PAD_COUNT)])
 
-    def _grants_of_item(self, tenant: str, item: Mapping[str, Any]) -> list[Grant]:
+    def grants_of_item(self, tenant: str, item: Mapping[str, Any]) -> list[Grant]:
         copied = grants_from_copy(item)
         return copied if copied is not None else self.grants_on(tenant, str(item["id"]))
 

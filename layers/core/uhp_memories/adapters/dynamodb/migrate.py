@@ -30,10 +30,10 @@ from uhp_memories.adapters.dynamodb.items import (
     SCHEMA,
     SCHEMA_VERSION,
     from_dynamo,
-    grants_from_copy,
     restricted_child,
     to_dynamo,
 )
+from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
 from uhp_memories.adapters.dynamodb.schema import CHILDREN_INDEX
 from uhp_memories.adapters.dynamodb.table import DynamoTable
 
@@ -110,6 +110,7 @@ class Migration:
         """Count a memory's children onto its item; False when they kept changing while it counted."""
         tenant, memory_id = str(memory["tenant"]), str(memory["id"])
         pk = keys.memory_pk(tenant, memory_id)
+        memories = DynamoMemoryRepository(self._table)
         for _ in range(COUNT_ATTEMPTS):
             current = self._table.get(pk, keys.META_SK)
             if current is None or CHILDREN_OPEN in current or current.get("deleting"):
@@ -128,7 +129,7 @@ class Migration:
             sets = ["#open = :open", "#schema = :version"]
             for n, child in enumerate(c for c in children if c.get("restricted")):
                 names[f"#rc{n}"] = restricted_child(str(child["id"]))
-                values[f":rc{n}"] = " ".join(sorted({g.principal for g in _grants_of(self._table, tenant, child)}))
+                values[f":rc{n}"] = " ".join(sorted({g.principal for g in memories.grants_of_item(tenant, child)}))
                 sets.append(f"#rc{n} = :rc{n}")
             condition = "attribute_exists(PK) AND attribute_not_exists(#open) AND "
             if epoch:
@@ -151,15 +152,6 @@ class Migration:
 
 def _is_memory(item: dict[str, Any]) -> bool:
     return item.get("entity") == "memory" and item.get("SK") == keys.META_SK
-
-
-def _grants_of(table: DynamoTable, tenant: str, child: dict[str, Any]) -> list[Any]:
-    copied = grants_from_copy(child)
-    if copied is not None:
-        return copied
-    from uhp_memories.adapters.dynamodb.memories import DynamoMemoryRepository
-
-    return DynamoMemoryRepository(table).grants_on(tenant, str(child["id"]))
 
 
 def _key(item: dict[str, Any]) -> dict[str, Any]:

@@ -48,25 +48,32 @@ class WriteTooLarge(RequestTooLarge):
 
 def check_item(item: Mapping[str, Any]) -> None:
     """Refuse an item (in wire form) DynamoDB would refuse for its size."""
-    size = sizes.item_size(item)
+    _check_item_size(sizes.item_size(item))
+
+
+def _check_item_size(size: int) -> None:
     if size > ITEM_MAX_BYTES:
         raise WriteTooLarge(f"the write is refused: one of its items would be {size} bytes, and DynamoDB "
                             f"holds at most {ITEM_MAX_BYTES} bytes an item")
 
 
-def check_transaction(operations: Sequence[Mapping[str, Any]]) -> None:
+def check_transaction(operations: Sequence[Mapping[str, Any]]) -> int:
     """Refuse a transaction DynamoDB would refuse for its size: more than 100 operations, an item over
-    400 KB, or items over 4 MB together (sizes.operation_size says what each operation counts)."""
+    400 KB, or items over 4 MB together (sizes.operation_size says what each operation counts). Answers
+    its size, each operation sized once (a put's item is its operation's size)."""
     if len(operations) > TRANSACTION_MAX_ITEMS:
         raise WriteTooLarge(f"the write is refused: it would be {len(operations)} items in one transaction, "
                             f"and DynamoDB takes at most {TRANSACTION_MAX_ITEMS}")
+    total = 0
     for operation in operations:
+        size = sizes.operation_size(operation)
         if "Put" in operation:
-            check_item(operation["Put"]["Item"])
-    total = sizes.transaction_size(operations)
+            _check_item_size(size)
+        total += size
     if total > TRANSACTION_MAX_BYTES:
         raise WriteTooLarge(f"the write is refused: its items would be {total} bytes in one transaction, "
                             f"and DynamoDB takes at most {TRANSACTION_MAX_BYTES}")
+    return total
 
 
 def stamped(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -185,19 +192,21 @@ class DynamoTable:
 
         A transaction DynamoDB would refuse for its size is refused before it is sent (WriteTooLarge),
         marker included; one the marker alone would push over 4 MB puts it after, as one of 100 items."""
-        check_transaction(operations)
+        size = check_transaction(operations)
         key = idempotency.pending()
         marked, items = False, list(operations)
         if key is not None:
             mentions = key.mention_items(operations)
             marker = key.marker_op(operations)
+            pointers = [key.mention_op(mention) for mention in mentions]
+            with_marker = size + sizes.operation_size(marker)
             # The marker's pointers (erase finds the marker by them) ride in the transaction when it
             # has room, else go just before it: a marker is never there without its pointers.
-            inline = [*operations, *map(key.mention_op, mentions), marker]
-            if len(inline) <= TRANSACTION_MAX_ITEMS and sizes.transaction_size(inline) <= TRANSACTION_MAX_BYTES:
+            inline = [*operations, *pointers, marker]
+            if len(inline) <= TRANSACTION_MAX_ITEMS and (
+                    with_marker + sizes.transaction_size(pointers) <= TRANSACTION_MAX_BYTES):
                 marked, items, mentions = True, inline, []
-            elif len(operations) < TRANSACTION_MAX_ITEMS and (
-                    sizes.transaction_size([*operations, marker]) <= TRANSACTION_MAX_BYTES):
+            elif len(operations) < TRANSACTION_MAX_ITEMS and with_marker <= TRANSACTION_MAX_BYTES:
                 marked, items = True, [*operations, marker]
             idempotency.put_items(self.client, key.table, mentions)
         try:
